@@ -1,0 +1,211 @@
+"""One error class per outcome.
+
+Each class carries a stable `code` and a `retryable` flag. Callers (the model, an HTTP
+client, an MCP client) only ever see `to_dict()`: code, message, retryable and a
+request id, plus structured details where they help the caller decide what to do next.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, ClassVar
+
+
+class WritegateError(Exception):
+    code: ClassVar[str] = "internal_error"
+    retryable: ClassVar[bool] = False
+    default_message: ClassVar[str] = "the request could not be completed"
+
+    def __init__(self, message: str | None = None, **details: Any) -> None:
+        self.message = message or self.default_message
+        self.details = details
+        super().__init__(self.message)
+
+    def to_dict(self, request_id: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "request_id": request_id or "req_" + uuid.uuid4().hex[:16],
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+# Input and authorization: the caller must change something before trying again.
+
+
+class ValidationFailed(WritegateError):
+    code = "validation_failed"
+    default_message = "the arguments are not valid"
+
+
+class ClarificationNeeded(WritegateError):
+    code = "clarification_needed"
+    default_message = "the request is ambiguous; ask the user"
+
+
+class NotFound(WritegateError):
+    code = "not_found"
+    default_message = "no such resource for this user"
+
+
+class Forbidden(WritegateError):
+    code = "forbidden"
+    default_message = "this user may not do that"
+
+
+class InvalidTransition(WritegateError):
+    code = "invalid_transition"
+    default_message = "that status change is not allowed"
+
+
+class InvalidDecision(WritegateError):
+    code = "invalid_decision"
+    default_message = "not a structured decision for this proposal"
+
+
+# Proposal and token lifecycle.
+
+
+class ProposalExpired(WritegateError):
+    code = "proposal_expired"
+    default_message = "the proposal expired; propose again"
+
+
+class ProposalNotPending(WritegateError):
+    code = "proposal_not_pending"
+    default_message = "the proposal was already decided"
+
+
+class ProposalSuperseded(WritegateError):
+    code = "proposal_superseded"
+    default_message = "the proposal was replaced by an edit"
+
+
+class Declined(WritegateError):
+    code = "declined"
+    default_message = "the user declined this operation; do not retry it"
+
+
+class Cancelled(WritegateError):
+    code = "cancelled"
+    default_message = "the user cancelled without deciding; do not retry it"
+
+
+class TokenExpired(WritegateError):
+    code = "token_expired"
+    default_message = "the confirmation expired; confirm again"
+
+
+class TokenUnknown(WritegateError):
+    code = "token_unknown"
+    default_message = "no such confirmation token"
+
+
+class SubjectMismatch(WritegateError):
+    code = "subject_mismatch"
+    default_message = "the token belongs to another user"
+
+
+class TenantMismatch(WritegateError):
+    code = "tenant_mismatch"
+    default_message = "the token belongs to another tenant"
+
+
+class AudienceMismatch(WritegateError):
+    code = "audience_mismatch"
+    default_message = "the token is for another service"
+
+
+class OperationMismatch(WritegateError):
+    code = "operation_mismatch"
+    default_message = "the token is for another operation"
+
+
+class ArgsMismatch(WritegateError):
+    code = "args_mismatch"
+    default_message = "the arguments differ from those confirmed"
+
+
+class PolicyChanged(WritegateError):
+    code = "policy_changed"
+    default_message = "the approval policy changed; confirm again"
+
+
+class AlreadyConsumed(WritegateError):
+    code = "already_consumed"
+    default_message = "the confirmation was already used"
+
+
+class Revoked(WritegateError):
+    code = "revoked"
+    default_message = "the approval was revoked; do not retry it"
+
+
+# Execution.
+
+
+class StateChanged(WritegateError):
+    code = "state_changed"
+    default_message = "the resource changed since the preview; propose again"
+
+
+class IdempotencyConflict(WritegateError):
+    code = "idempotency_conflict"
+    default_message = "the request key was already used for different arguments"
+
+
+class InProgress(WritegateError):
+    code = "in_progress"
+    retryable = True
+    default_message = "the operation is being executed"
+
+
+class OutcomeUnknown(WritegateError):
+    code = "outcome_unknown"
+    default_message = (
+        "the outcome is not known yet and is being reconciled; do not propose it again"
+    )
+
+
+class ExecutionFailed(WritegateError):
+    code = "execution_failed"
+    default_message = "the downstream refused the operation"
+
+
+class UpstreamTimeout(WritegateError):
+    code = "upstream_timeout"
+    retryable = True
+    default_message = "the downstream did not answer"
+
+
+class TemporarilyUnavailable(WritegateError):
+    code = "temporarily_unavailable"
+    retryable = True
+    default_message = "the downstream is unavailable"
+
+
+class RateLimited(WritegateError):
+    code = "rate_limited"
+    retryable = True
+    default_message = "the downstream is rate limiting"
+
+
+class Unavailable(WritegateError):
+    code = "unavailable"
+    retryable = True
+    default_message = "a dependency is unavailable"
+
+
+RETRYABLE_CODES = frozenset({"upstream_timeout", "temporarily_unavailable", "rate_limited"})
+
+_BY_CODE: dict[str, type[WritegateError]] = {
+    cls.code: cls for cls in WritegateError.__subclasses__()
+}
+
+
+def error_for_code(code: str, message: str | None = None, **details: Any) -> WritegateError:
+    """Rebuild a stored outcome (e.g. a failed execution's code) as its error."""
+    return _BY_CODE.get(code, WritegateError)(message, **details)

@@ -1,0 +1,395 @@
+"""Execute a confirmed proposal at most once.
+
+    T1  verify the token against the stored snapshot, consume it (one guarded UPDATE),
+        claim the request key with a lease, apply the local business write guarded by
+        the version seen at proposal time, all in one transaction;
+        then call the downstream with the request key (outside any transaction);
+    T2  record the outcome and the receipt, guarded by our lease.
+
+A lost or ambiguous downstream answer leaves the execution `unknown`: it is never
+re-run blindly here; `approval/reconcile.py` looks it up by key.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from approval.canonical import digest, hash_secret
+from approval.errors import (
+    RETRYABLE_CODES,
+    AlreadyConsumed,
+    ArgsMismatch,
+    AudienceMismatch,
+    ExecutionFailed,
+    IdempotencyConflict,
+    NotFound,
+    OperationMismatch,
+    OutcomeUnknown,
+    PolicyChanged,
+    ProposalSuperseded,
+    Revoked,
+    SubjectMismatch,
+    TenantMismatch,
+    TokenExpired,
+    TokenUnknown,
+    UpstreamTimeout,
+    WritegateError,
+)
+from approval.models import (
+    AuditRecord,
+    Execution,
+    ExecutionStatus,
+    Identity,
+    Proposal,
+    ProposalStatus,
+    Receipt,
+    TokenStatus,
+)
+from approval.outcomes import execution_outcome
+from approval.service import ApprovalService, new_id
+from approval.spec import DownstreamResult, ToolContext, ToolSpec
+from approval.store import LedgerTx
+
+RUNNING = (ExecutionStatus.RUNNING,)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Only transient downstream errors are retried, at most twice, same request key."""
+
+    max_retries: int = 2
+    base_delay: float = 0.2
+    lease: timedelta = timedelta(seconds=30)
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{new_id('w')}"
+
+
+class Executor:
+    def __init__(
+        self,
+        service: ApprovalService,
+        *,
+        retry: RetryPolicy | None = None,
+        owner: str | None = None,
+        step_hook: Callable[[str], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.service = service
+        self.store = service.store
+        self.retry = retry or RetryPolicy()
+        self.owner = owner or default_owner()
+        # Called at each step boundary ("claimed", "downstream_applied", "recorded");
+        # the fault-injection suite uses it to kill the process at a precise point.
+        self.step_hook = step_hook or (lambda step: None)
+        self.sleep = sleep
+
+    def execute(
+        self,
+        identity: Identity,
+        token: str,
+        *,
+        proposal_id: str | None = None,
+        operation: str | None = None,
+    ) -> Receipt:
+        started = time.perf_counter()
+        try:
+            with self.store.transaction() as tx:
+                proposal, spec, execution = self._claim(
+                    tx, identity, token, proposal_id, operation, started
+                )
+        except AlreadyConsumed as exc:
+            return self._after_consumed(identity, exc)
+        except WritegateError as exc:
+            self._audit_refusal(identity, token, proposal_id, operation, exc, started)
+            raise
+        self.step_hook("claimed")
+        if execution.status is ExecutionStatus.SUCCEEDED:
+            return execution_outcome(execution)
+        return self._run_downstream(identity, spec, proposal, execution, started)
+
+    # -- T1 ---------------------------------------------------------------------------
+
+    def _claim(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        secret: str,
+        proposal_id: str | None,
+        operation: str | None,
+        started: float,
+    ) -> tuple[Proposal, ToolSpec, Execution]:
+        token = tx.get_token(hash_secret(secret), for_update=True) if secret else None
+        if token is None:
+            raise TokenUnknown(proposal_id=proposal_id)
+        if token.subject != identity.user_id:
+            raise SubjectMismatch()
+        if token.tenant_id != identity.tenant_id:
+            raise TenantMismatch()
+        if token.audience != self.service.policy.audience:
+            raise AudienceMismatch(audience=token.audience)
+        if operation is not None and operation != token.operation:
+            raise OperationMismatch(expected=operation, token_operation=token.operation)
+        proposal = tx.get_proposal(proposal_id or token.proposal_id, for_update=True)
+        if proposal is None or proposal.tenant_id != identity.tenant_id:
+            raise NotFound("no such proposal for this user", proposal_id=proposal_id)
+        if proposal.operation != token.operation:
+            raise OperationMismatch(token_operation=token.operation)
+        executed_digest = digest(proposal.args)
+        if (
+            proposal.proposal_id != token.proposal_id
+            or token.args_digest != executed_digest
+            or proposal.args_digest != executed_digest
+        ):
+            raise ArgsMismatch(
+                approved_digest=token.args_digest,
+                requested_digest=proposal.args_digest,
+                executed_digest=executed_digest,
+            )
+        if proposal.status is ProposalStatus.SUPERSEDED:
+            raise ProposalSuperseded(
+                proposal_id=proposal.proposal_id, superseded_by=proposal.superseded_by
+            )
+        if token.status is TokenStatus.REVOKED or proposal.status is ProposalStatus.REVOKED:
+            raise Revoked(proposal_id=proposal.proposal_id)
+        if token.status is TokenStatus.CONSUMED:
+            raise AlreadyConsumed(proposal_id=proposal.proposal_id, execution_id=token.execution_id)
+        if token.policy_version != self.service.policy.version:
+            raise PolicyChanged(
+                token_policy=token.policy_version, current_policy=self.service.policy.version
+            )
+        if tx.now() >= token.expires_at:  # right-open: at expires_at it is expired
+            raise TokenExpired(
+                proposal_id=proposal.proposal_id, expired_at=token.expires_at.isoformat()
+            )
+        spec = self.service._spec(proposal.operation)
+        existing = tx.get_execution(request_key=token.request_key)
+        if existing is not None:
+            if existing.fingerprint != proposal.fingerprint:
+                raise IdempotencyConflict(request_key=token.request_key)
+            raise AlreadyConsumed(execution_id=existing.execution_id)
+        now = tx.now()
+        execution = Execution(
+            execution_id=new_id("exec"),
+            request_key=token.request_key,
+            token_hash=token.token_hash,
+            proposal_id=proposal.proposal_id,
+            tenant_id=proposal.tenant_id,
+            subject=proposal.subject,
+            operation=proposal.operation,
+            resource=proposal.resource,
+            args=proposal.args,
+            args_digest=executed_digest,
+            fingerprint=proposal.fingerprint,
+            status=ExecutionStatus.RUNNING,
+            created_at=now,
+            updated_at=now,
+            attempts=1,
+            lease_owner=self.owner,
+            lease_expires_at=now + self.retry.lease,
+        )
+        if not tx.consume_token(token.token_hash, execution.execution_id):
+            raise AlreadyConsumed(proposal_id=proposal.proposal_id)
+        if not tx.insert_execution(execution):
+            raise IdempotencyConflict(request_key=token.request_key)
+        tx.transition_proposal(
+            proposal.proposal_id, ProposalStatus.CONFIRMED, ProposalStatus.EXECUTED
+        )
+        ctx = ToolContext(identity, tx.conn, proposal.thread_id)
+        local = spec.apply(
+            ctx,
+            proposal.args,
+            expected_version=proposal.state_version,
+            request_key=execution.request_key,
+        )
+        if not spec.has_downstream:
+            done = tx.transition_execution(
+                execution.execution_id,
+                RUNNING,
+                ExecutionStatus.SUCCEEDED,
+                result=local,
+                require_owner=self.owner,
+            )
+            assert done is not None  # we inserted it in this very transaction
+            tx.insert_audit(self._execution_audit(identity, proposal, done, started))
+            execution = done
+        return proposal, spec, execution
+
+    # -- downstream and T2 ------------------------------------------------------------
+
+    def _run_downstream(
+        self,
+        identity: Identity,
+        spec: ToolSpec,
+        proposal: Proposal | None,
+        execution: Execution,
+        started: float,
+    ) -> Receipt:
+        outcome: DownstreamResult | WritegateError
+        outcome = self.call_with_retries(spec, execution.args, execution.request_key)
+        self.step_hook("downstream_returned")
+        with self.store.transaction() as tx:
+            final = self.record(
+                tx, identity, spec, execution, outcome, proposal=proposal, started=started
+            )
+        self.step_hook("recorded")
+        return execution_outcome(final)
+
+    def call_with_retries(
+        self, spec: ToolSpec, args: dict[str, Any], request_key: str
+    ) -> DownstreamResult | WritegateError:
+        """Same request key every attempt; only transient codes are retried."""
+        attempt = 0
+        while True:
+            try:
+                return spec.call_downstream(args, request_key)
+            except WritegateError as exc:
+                if exc.code not in RETRYABLE_CODES or attempt >= self.retry.max_retries:
+                    return exc
+            except Exception as exc:  # the downstream may have acted
+                return UpstreamTimeout(f"downstream call failed: {type(exc).__name__}")
+            self.sleep(self.retry.base_delay * 2**attempt)
+            attempt += 1
+
+    def record(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        spec: ToolSpec,
+        execution: Execution,
+        outcome: DownstreamResult | WritegateError,
+        *,
+        proposal: Proposal | None = None,
+        started: float | None = None,
+    ) -> Execution:
+        """Write the outcome, guarded by our lease; if we lost it, report what is there."""
+        provider_ref, result, error_code = None, None, None
+        if isinstance(outcome, DownstreamResult):
+            new = ExecutionStatus.SUCCEEDED
+            provider_ref, result = outcome.provider_ref, outcome.result
+        else:
+            error_code = outcome.code
+            if isinstance(outcome, UpstreamTimeout):  # it may have applied: not a failure
+                new = ExecutionStatus.UNKNOWN
+            elif outcome.code in RETRYABLE_CODES:
+                new = ExecutionStatus.FAILED_RETRYABLE
+            else:
+                new = ExecutionStatus.FAILED_TERMINAL
+        done = tx.transition_execution(
+            execution.execution_id,
+            RUNNING,
+            new,
+            require_owner=self.owner,
+            provider_ref=provider_ref,
+            result=result,
+            error_code=error_code,
+        )
+        if done is None:  # the lease was taken over (reconciliation); don't overwrite it
+            current = tx.get_execution(execution_id=execution.execution_id)
+            assert current is not None
+            return current
+        if new is ExecutionStatus.FAILED_TERMINAL:
+            spec.compensate(ToolContext(identity, tx.conn), execution.args, execution.request_key)
+        tx.insert_audit(
+            self._execution_audit(identity, proposal, done, started or time.perf_counter())
+        )
+        return done
+
+    # -- replays ----------------------------------------------------------------------
+
+    def _after_consumed(self, identity: Identity, exc: AlreadyConsumed) -> Receipt:
+        """A second use of a consumed token by its own subject: report the first result.
+
+        A failed_retryable execution is resumed with the same request key; anything
+        else is reported, never re-run.
+        """
+        execution_id = exc.details.get("execution_id")
+        with self.store.transaction() as tx:
+            execution = tx.get_execution(execution_id=execution_id) if execution_id else None
+            if execution is None or execution.subject != identity.user_id:
+                raise exc
+            if execution.status is ExecutionStatus.FAILED_RETRYABLE:
+                claimed = tx.transition_execution(
+                    execution.execution_id,
+                    (ExecutionStatus.FAILED_RETRYABLE,),
+                    ExecutionStatus.RUNNING,
+                    lease_owner=self.owner,
+                    lease_seconds=self.retry.lease.total_seconds(),
+                    count_attempt=True,
+                )
+                execution = claimed or execution
+        if execution.status is ExecutionStatus.SUCCEEDED:
+            exc.details["receipt"] = execution_outcome(execution).to_dict()
+            raise exc
+        if execution.status is ExecutionStatus.RUNNING and execution.lease_owner == self.owner:
+            spec = self.service._spec(execution.operation)
+            return self._run_downstream(
+                identity,
+                spec,
+                None,
+                execution,
+                time.perf_counter(),
+            )
+        return execution_outcome(execution)
+
+    # -- audit ------------------------------------------------------------------------
+
+    def _execution_audit(
+        self, identity: Identity, proposal: Proposal | None, execution: Execution, started: float
+    ) -> AuditRecord:
+        return AuditRecord(
+            tenant_id=execution.tenant_id,
+            user_id=identity.user_id,
+            thread_id=proposal.thread_id if proposal else None,
+            tool_name=execution.operation,
+            event="execute",
+            arguments=execution.args,
+            arguments_hash=execution.args_digest,
+            status=execution.status.value,
+            result=execution.result,
+            error_code=execution.error_code,
+            duration_ms=int((time.perf_counter() - started) * 1000),
+            request_key=execution.request_key,
+            proposal_id=execution.proposal_id,
+            approver=proposal.decided_by if proposal else None,
+            requested_digest=proposal.args_digest if proposal else None,
+            approved_digest=execution.args_digest,
+            executed_digest=execution.args_digest,
+        )
+
+    def _audit_refusal(
+        self,
+        identity: Identity,
+        secret: str,
+        proposal_id: str | None,
+        operation: str | None,
+        exc: WritegateError,
+        started: float,
+    ) -> None:
+        with self.store.transaction() as tx:
+            tx.insert_audit(
+                AuditRecord(
+                    tenant_id=identity.tenant_id,
+                    user_id=identity.user_id,
+                    thread_id=None,
+                    tool_name=operation or "?",
+                    event="execute",
+                    arguments=None,
+                    arguments_hash=None,
+                    status="refused",
+                    result=exc.to_dict(),
+                    error_code=exc.code,
+                    duration_ms=int((time.perf_counter() - started) * 1000),
+                    proposal_id=proposal_id,
+                )
+            )
+
+
+__all__ = ["ExecutionFailed", "Executor", "OutcomeUnknown", "RetryPolicy"]

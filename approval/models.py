@@ -1,0 +1,197 @@
+"""The protocol's records: identities, proposals, tokens, executions, receipts.
+
+States are Enums kept here, in one place. Records are frozen dataclasses: a proposal
+is a snapshot, and nothing downstream may edit what a person confirmed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class SideEffect(StrEnum):
+    NONE = "none"
+    REVERSIBLE = "reversible"
+    IRREVERSIBLE = "irreversible"
+    EXTERNAL = "external"
+
+
+class ProposalStatus(StrEnum):
+    AWAITING = "awaiting_confirmation"
+    CONFIRMED = "confirmed"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+    REVOKED = "revoked"
+    EXECUTED = "executed"  # a token was consumed; the execution row tells the rest
+
+
+class TokenStatus(StrEnum):
+    ISSUED = "issued"
+    CONSUMED = "consumed"
+    REVOKED = "revoked"
+
+
+class ExecutionStatus(StrEnum):
+    PREPARED = "prepared"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED_RETRYABLE = "failed_retryable"
+    FAILED_TERMINAL = "failed_terminal"
+    UNKNOWN = "unknown"
+    ESCALATED = "escalated"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who acts. Always from the host's authenticated context, never from arguments."""
+
+    user_id: str
+    tenant_id: str
+    roles: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What the person sees. Display values are for eyes only and never feed execution."""
+
+    title: str
+    operation: str
+    target: str
+    fields: list[dict[str, Any]]  # {"name", "value" (machine), "display"}
+    impact: str
+    side_effect: SideEffect
+    irreversible: bool
+    external: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "operation": self.operation,
+            "target": self.target,
+            "fields": self.fields,
+            "impact": self.impact,
+            "side_effect": self.side_effect.value,
+            "irreversible": self.irreversible,
+            "external": self.external,
+        }
+
+
+@dataclass(frozen=True)
+class Proposal:
+    proposal_id: str
+    thread_id: str
+    tool_call_id: str
+    subject: str
+    tenant_id: str
+    operation: str
+    resource: str
+    args: dict[str, Any]
+    args_digest: str
+    fingerprint: str
+    state_version: int
+    preview: dict[str, Any]
+    policy_version: str
+    request_key: str
+    status: ProposalStatus
+    created_at: datetime
+    expires_at: datetime
+    superseded_by: str | None = None
+    decided_at: datetime | None = None
+    decided_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Token:
+    token_hash: str
+    proposal_id: str
+    subject: str
+    tenant_id: str
+    audience: str
+    operation: str
+    resource: str
+    args_digest: str
+    policy_version: str
+    request_key: str
+    issued_at: datetime
+    expires_at: datetime
+    status: TokenStatus
+    execution_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Execution:
+    execution_id: str
+    request_key: str
+    token_hash: str
+    proposal_id: str
+    tenant_id: str
+    subject: str
+    operation: str
+    resource: str
+    args: dict[str, Any]
+    args_digest: str
+    fingerprint: str
+    status: ExecutionStatus
+    created_at: datetime
+    updated_at: datetime
+    attempts: int = 0
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    provider_ref: str | None = None
+    result: dict[str, Any] | None = None
+    error_code: str | None = None
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Receipt:
+    execution_id: str
+    request_key: str
+    operation: str
+    status: str
+    args_digest: str
+    provider_ref: str | None
+    completed_at: datetime | None
+    result: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        from approval.canonical import to_rfc3339
+
+        return {
+            "execution_id": self.execution_id,
+            "request_key": self.request_key,
+            "operation": self.operation,
+            "status": self.status,
+            "args_digest": self.args_digest,
+            "provider_ref": self.provider_ref,
+            "completed_at": to_rfc3339(self.completed_at) if self.completed_at else None,
+            "result": self.result,
+        }
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One row per tool call, read or write, and per ledger transition worth keeping."""
+
+    tenant_id: str
+    user_id: str
+    thread_id: str | None
+    tool_name: str
+    event: str  # read, propose, decide, execute, reconcile
+    arguments: dict[str, Any] | None
+    arguments_hash: str | None
+    status: str
+    result: dict[str, Any] | None = None
+    error_code: str | None = None
+    duration_ms: int = 0
+    request_key: str | None = None
+    proposal_id: str | None = None
+    approver: str | None = None
+    requested_digest: str | None = None
+    approved_digest: str | None = None
+    executed_digest: str | None = None

@@ -1,0 +1,91 @@
+"""What the protocol needs to know about a tool.
+
+`tools/` implements this for each domain tool; `approval/` only talks to the
+interface, so the protocol never imports a domain. Approval wraps tools: a tool never
+checks approval itself, it only declares its side effect and how to validate, preview
+and apply one operation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from approval.models import Identity, Preview, SideEffect
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who is calling, inside which transaction.
+
+    `conn` is the store's transactional handle (a psycopg connection for PostgreSQL);
+    domain code runs its SQL on it so that the business write commits or rolls back
+    together with the ledger rows.
+    """
+
+    identity: Identity
+    conn: Any
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Validated:
+    """What the business validator saw: the target and the version to guard the write."""
+
+    resource: str
+    state_version: int
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DownstreamResult:
+    provider_ref: str | None
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolSpec(Protocol):
+    name: str
+    description: str
+    side_effect: SideEffect
+    requires_approval: bool
+
+    def json_schema(self) -> dict[str, Any]: ...
+
+    def normalize(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """Raw model arguments -> canonical arguments, or ValidationFailed/Clarification."""
+        ...
+
+    def validate(self, ctx: ToolContext, args: dict[str, Any]) -> Validated:
+        """Ownership, permission and current state; NotFound for other people's things."""
+        ...
+
+    def preview(self, args: dict[str, Any], seen: Validated) -> Preview: ...
+
+    def read(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        """Run a read tool (side effect `none`)."""
+        ...
+
+    def apply(
+        self, ctx: ToolContext, args: dict[str, Any], *, expected_version: int, request_key: str
+    ) -> dict[str, Any]:
+        """The local business write, guarded by `expected_version` (StateChanged if not)."""
+        ...
+
+    @property
+    def has_downstream(self) -> bool: ...
+
+    def call_downstream(self, args: dict[str, Any], request_key: str) -> DownstreamResult:
+        """Call the external system with `request_key` as its idempotency key."""
+        ...
+
+    def lookup_downstream(self, args: dict[str, Any], request_key: str) -> DownstreamResult | None:
+        """Ask the external system whether `request_key` was applied (None: never seen)."""
+        ...
+
+    def compensate(self, ctx: ToolContext, args: dict[str, Any], request_key: str) -> None:
+        """Undo the local write after the downstream refused for good."""
+        ...
+
+
+class ToolLookup(Protocol):
+    def get(self, name: str) -> ToolSpec: ...

@@ -1,0 +1,91 @@
+"""The small storage interface the protocol runs on.
+
+Every state change is one guarded write: methods named `transition_*`, `consume_*`
+and `insert_*` return False / None when the guard did not match, meaning someone else
+won; the service turns that into a typed error. `checkpoints/` implements this on
+PostgreSQL; an in-memory version serves the fast unit tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Protocol
+
+from approval.models import (
+    AuditRecord,
+    Execution,
+    ExecutionStatus,
+    Proposal,
+    ProposalStatus,
+    Token,
+)
+
+
+class LedgerTx(Protocol):
+    """One transaction. `conn` is handed to domain code so it commits with the ledger."""
+
+    conn: Any
+
+    def now(self) -> datetime:
+        """The server's clock, never the client's."""
+        ...
+
+    # proposals
+    def insert_proposal(self, proposal: Proposal) -> Proposal | None: ...
+    def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None: ...
+    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None: ...
+    def find_open_proposal(self, thread_id: str, fingerprint: str) -> Proposal | None: ...
+    def transition_proposal(
+        self,
+        proposal_id: str,
+        expected: ProposalStatus,
+        new: ProposalStatus,
+        *,
+        decided_by: str | None = None,
+        superseded_by: str | None = None,
+    ) -> bool: ...
+
+    # tokens
+    def insert_token(self, token: Token) -> None: ...
+    def get_token(self, token_hash: str, *, for_update: bool = False) -> Token | None: ...
+    def get_token_for_proposal(self, proposal_id: str) -> Token | None: ...
+    def replace_token_hash(self, proposal_id: str, new_hash: str, expires_at: datetime) -> bool: ...
+    def consume_token(self, token_hash: str, execution_id: str) -> bool: ...
+    def revoke_token(self, proposal_id: str) -> bool: ...
+
+    # executions
+    def insert_execution(self, execution: Execution) -> bool: ...
+    def get_execution(
+        self,
+        *,
+        request_key: str | None = None,
+        execution_id: str | None = None,
+        proposal_id: str | None = None,
+        for_update: bool = False,
+    ) -> Execution | None: ...
+    def transition_execution(
+        self,
+        execution_id: str,
+        expected: tuple[ExecutionStatus, ...],
+        new: ExecutionStatus,
+        *,
+        lease_owner: str | None = None,
+        require_owner: str | None = None,
+        lease_seconds: float | None = None,
+        provider_ref: str | None = None,
+        result: dict[str, Any] | None = None,
+        error_code: str | None = None,
+        count_attempt: bool = False,
+    ) -> Execution | None: ...
+    def find_open_execution(self, tenant_id: str, fingerprint: str) -> Execution | None: ...
+
+    # audit
+    def insert_audit(self, record: AuditRecord) -> None: ...
+
+
+class LedgerStore(Protocol):
+    def transaction(self) -> AbstractContextManager[LedgerTx]: ...
+
+    def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]: ...

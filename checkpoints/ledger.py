@@ -1,0 +1,224 @@
+"""The ledger store on PostgreSQL: the implementation of `approval.store`.
+
+Each `transaction()` borrows one pooled connection and opens one database transaction;
+domain code receives that same connection, so a business write commits or rolls back
+together with the ledger rows that authorize it. The clock is the database's `now()`;
+tests may pin it to probe expiry at an exact instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from psycopg import Connection
+from psycopg.rows import DictRow
+from psycopg.types.json import Jsonb
+
+from approval.models import (
+    AuditRecord,
+    Execution,
+    ExecutionStatus,
+    Proposal,
+    ProposalStatus,
+    Token,
+    TokenStatus,
+)
+from checkpoints import ledger_sql as sql
+from checkpoints.pool import Pool
+
+_JSON_FIELDS = ("args", "preview", "result", "arguments")
+
+
+def _params(record: Any) -> dict[str, Any]:
+    params = asdict(record)
+    for key in _JSON_FIELDS:
+        if key in params and params[key] is not None:
+            params[key] = Jsonb(params[key])
+    for key, value in params.items():
+        if hasattr(value, "value") and not isinstance(value, str | int):
+            params[key] = value.value  # enums
+    return params
+
+
+def _proposal(row: DictRow | None) -> Proposal | None:
+    if row is None:
+        return None
+    return Proposal(**{**row, "status": ProposalStatus(row["status"])})
+
+
+def _token(row: DictRow | None) -> Token | None:
+    if row is None:
+        return None
+    return Token(**{**row, "status": TokenStatus(row["status"])})
+
+
+def _execution(row: DictRow | None) -> Execution | None:
+    if row is None:
+        return None
+    return Execution(**{**row, "status": ExecutionStatus(row["status"])})
+
+
+class PgLedgerTx:
+    def __init__(self, conn: Connection[DictRow], clock: Callable[[], datetime] | None):
+        self.conn = conn
+        self._clock = clock
+        self._now: datetime | None = None
+
+    def _one(self, query: str, params: Any = None) -> DictRow | None:
+        return self.conn.execute(query, params).fetchone()
+
+    def now(self) -> datetime:
+        if self._clock is not None:
+            return self._clock()
+        if self._now is None:  # now() is fixed for the transaction; read it once
+            row = self._one(sql.NOW_SQL)
+            assert row is not None
+            self._now = row["now"]
+        return self._now
+
+    def insert_proposal(self, proposal: Proposal) -> Proposal | None:
+        return _proposal(self._one(sql.INSERT_PROPOSAL_SQL, _params(proposal)))
+
+    def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None:
+        query = sql.SELECT_PROPOSAL_SQL + (" FOR UPDATE" if for_update else "")
+        return _proposal(self._one(query, (proposal_id,)))
+
+    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
+        return _proposal(self._one(sql.SELECT_PROPOSAL_BY_CALL_SQL, (thread_id, tool_call_id)))
+
+    def find_open_proposal(self, thread_id: str, fingerprint: str) -> Proposal | None:
+        return _proposal(
+            self._one(sql.SELECT_OPEN_PROPOSAL_SQL, (thread_id, fingerprint, self.now()))
+        )
+
+    def transition_proposal(
+        self,
+        proposal_id: str,
+        expected: ProposalStatus,
+        new: ProposalStatus,
+        *,
+        decided_by: str | None = None,
+        superseded_by: str | None = None,
+    ) -> bool:
+        row = self._one(
+            sql.TRANSITION_PROPOSAL_SQL,
+            {
+                "proposal_id": proposal_id,
+                "expected": expected.value,
+                "new": new.value,
+                "decided_by": decided_by,
+                "superseded_by": superseded_by,
+                "now": self.now(),
+            },
+        )
+        return row is not None
+
+    def insert_token(self, token: Token) -> None:
+        self.conn.execute(sql.INSERT_TOKEN_SQL, _params(token))
+
+    def get_token(self, token_hash: str, *, for_update: bool = False) -> Token | None:
+        query = sql.SELECT_TOKEN_SQL + (" FOR UPDATE" if for_update else "")
+        return _token(self._one(query, (token_hash,)))
+
+    def get_token_for_proposal(self, proposal_id: str) -> Token | None:
+        return _token(self._one(sql.SELECT_TOKEN_FOR_PROPOSAL_SQL, (proposal_id,)))
+
+    def replace_token_hash(self, proposal_id: str, new_hash: str, expires_at: datetime) -> bool:
+        return (
+            self._one(sql.REPLACE_TOKEN_HASH_SQL, (new_hash, expires_at, proposal_id)) is not None
+        )
+
+    def consume_token(self, token_hash: str, execution_id: str) -> bool:
+        row = self._one(sql.CONSUME_TOKEN_SQL, (self.now(), execution_id, token_hash))
+        return row is not None
+
+    def revoke_token(self, proposal_id: str) -> bool:
+        return self._one(sql.REVOKE_TOKEN_SQL, (proposal_id,)) is not None
+
+    def insert_execution(self, execution: Execution) -> bool:
+        return self._one(sql.INSERT_EXECUTION_SQL, _params(execution)) is not None
+
+    def get_execution(
+        self,
+        *,
+        request_key: str | None = None,
+        execution_id: str | None = None,
+        proposal_id: str | None = None,
+        for_update: bool = False,
+    ) -> Execution | None:
+        column, value = next(
+            (c, v)
+            for c, v in (
+                ("request_key", request_key),
+                ("execution_id", execution_id),
+                ("proposal_id", proposal_id),
+            )
+            if v is not None
+        )
+        query = sql.SELECT_EXECUTION_SQL + f"{column} = %s" + (" FOR UPDATE" if for_update else "")
+        return _execution(self._one(query, (value,)))
+
+    def transition_execution(
+        self,
+        execution_id: str,
+        expected: tuple[ExecutionStatus, ...],
+        new: ExecutionStatus,
+        *,
+        lease_owner: str | None = None,
+        require_owner: str | None = None,
+        lease_seconds: float | None = None,
+        provider_ref: str | None = None,
+        result: dict[str, Any] | None = None,
+        error_code: str | None = None,
+        count_attempt: bool = False,
+    ) -> Execution | None:
+        return _execution(
+            self._one(
+                sql.TRANSITION_EXECUTION_SQL,
+                {
+                    "execution_id": execution_id,
+                    "expected": [s.value for s in expected],
+                    "new": new.value,
+                    "now": self.now(),
+                    "lease_owner": lease_owner,
+                    "require_owner": require_owner,
+                    "lease_seconds": lease_seconds,
+                    "provider_ref": provider_ref,
+                    "result": Jsonb(result) if result is not None else None,
+                    "error_code": error_code,
+                    "attempt": 1 if count_attempt else 0,
+                },
+            )
+        )
+
+    def find_open_execution(self, tenant_id: str, fingerprint: str) -> Execution | None:
+        return _execution(self._one(sql.SELECT_OPEN_EXECUTION_SQL, (tenant_id, fingerprint)))
+
+    def insert_audit(self, record: AuditRecord) -> None:
+        self.conn.execute(sql.INSERT_AUDIT_SQL, _params(record))
+
+
+class PgLedgerStore:
+    def __init__(self, pool: Pool, *, clock: Callable[[], datetime] | None = None):
+        self.pool = pool
+        self.clock = clock
+
+    @contextmanager
+    def transaction(self) -> Iterator[PgLedgerTx]:
+        with self.pool.connection() as conn, conn.transaction():
+            yield PgLedgerTx(conn, self.clock)
+
+    def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
+        params = {
+            "tenant_id": tenant_id,
+            "thread_id": filters.get("thread_id"),
+            "proposal_id": filters.get("proposal_id"),
+            "limit": filters.get("limit", 500),
+        }
+        with self.pool.connection() as conn:
+            rows = conn.execute(sql.SELECT_AUDIT_SQL, params).fetchall()
+        yield from (dict(row) for row in rows)

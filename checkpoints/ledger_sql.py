@@ -1,0 +1,128 @@
+"""SQL for the ledger store, one named statement per operation.
+
+Every state change is a single guarded statement: the `WHERE status = ...` clause is
+the guard, and `RETURNING` tells the caller whether it won.
+"""
+
+from __future__ import annotations
+
+NOW_SQL = "SELECT now() AS now"
+
+PROPOSAL_COLUMNS = """proposal_id, thread_id, tool_call_id, subject, tenant_id, operation,
+    resource, args, args_digest, fingerprint, state_version, preview, policy_version,
+    request_key, status, superseded_by, decided_by, decided_at, created_at, expires_at"""
+
+INSERT_PROPOSAL_SQL = f"""
+INSERT INTO wg_proposals ({PROPOSAL_COLUMNS})
+VALUES (%(proposal_id)s, %(thread_id)s, %(tool_call_id)s, %(subject)s, %(tenant_id)s,
+    %(operation)s, %(resource)s, %(args)s, %(args_digest)s, %(fingerprint)s,
+    %(state_version)s, %(preview)s, %(policy_version)s, %(request_key)s, %(status)s,
+    %(superseded_by)s, %(decided_by)s, %(decided_at)s, %(created_at)s, %(expires_at)s)
+ON CONFLICT (thread_id, tool_call_id) DO NOTHING
+RETURNING {PROPOSAL_COLUMNS}"""
+
+SELECT_PROPOSAL_SQL = f"SELECT {PROPOSAL_COLUMNS} FROM wg_proposals WHERE proposal_id = %s"
+
+SELECT_PROPOSAL_BY_CALL_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM wg_proposals WHERE thread_id = %s AND tool_call_id = %s"""
+
+SELECT_OPEN_PROPOSAL_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
+WHERE thread_id = %s AND fingerprint = %s
+  AND status IN ('awaiting_confirmation', 'confirmed') AND expires_at > %s
+ORDER BY created_at DESC LIMIT 1"""
+
+TRANSITION_PROPOSAL_SQL = """
+UPDATE wg_proposals
+SET status = %(new)s,
+    decided_by = COALESCE(%(decided_by)s, decided_by),
+    decided_at = CASE WHEN %(decided_by)s::text IS NULL THEN decided_at ELSE %(now)s END,
+    superseded_by = COALESCE(%(superseded_by)s, superseded_by)
+WHERE proposal_id = %(proposal_id)s AND status = %(expected)s
+RETURNING proposal_id"""
+
+TOKEN_COLUMNS = """token_hash, proposal_id, subject, tenant_id, audience, operation,
+    resource, args_digest, policy_version, request_key, issued_at, expires_at, status,
+    execution_id"""
+
+INSERT_TOKEN_SQL = f"""
+INSERT INTO wg_tokens ({TOKEN_COLUMNS})
+VALUES (%(token_hash)s, %(proposal_id)s, %(subject)s, %(tenant_id)s, %(audience)s,
+    %(operation)s, %(resource)s, %(args_digest)s, %(policy_version)s, %(request_key)s,
+    %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s)"""
+
+SELECT_TOKEN_SQL = f"SELECT {TOKEN_COLUMNS} FROM wg_tokens WHERE token_hash = %s"
+SELECT_TOKEN_FOR_PROPOSAL_SQL = f"SELECT {TOKEN_COLUMNS} FROM wg_tokens WHERE proposal_id = %s"
+
+REPLACE_TOKEN_HASH_SQL = """
+UPDATE wg_tokens SET token_hash = %s, expires_at = %s
+WHERE proposal_id = %s AND status = 'issued'
+RETURNING token_hash"""
+
+CONSUME_TOKEN_SQL = """
+UPDATE wg_tokens SET status = 'consumed', consumed_at = %s, execution_id = %s
+WHERE token_hash = %s AND status = 'issued'
+RETURNING token_hash"""
+
+REVOKE_TOKEN_SQL = """
+UPDATE wg_tokens SET status = 'revoked'
+WHERE proposal_id = %s AND status = 'issued'
+RETURNING token_hash"""
+
+EXECUTION_COLUMNS = """execution_id, request_key, token_hash, proposal_id, tenant_id, subject,
+    operation, resource, args, args_digest, fingerprint, status, attempts, lease_owner,
+    lease_expires_at, provider_ref, result, error_code, created_at, updated_at,
+    completed_at"""
+
+INSERT_EXECUTION_SQL = f"""
+INSERT INTO wg_executions ({EXECUTION_COLUMNS})
+VALUES (%(execution_id)s, %(request_key)s, %(token_hash)s, %(proposal_id)s, %(tenant_id)s,
+    %(subject)s, %(operation)s, %(resource)s, %(args)s, %(args_digest)s, %(fingerprint)s,
+    %(status)s, %(attempts)s, %(lease_owner)s, %(lease_expires_at)s, %(provider_ref)s,
+    %(result)s, %(error_code)s, %(created_at)s, %(updated_at)s, %(completed_at)s)
+ON CONFLICT (request_key) DO NOTHING
+RETURNING execution_id"""
+
+SELECT_EXECUTION_SQL = f"SELECT {EXECUTION_COLUMNS} FROM wg_executions WHERE "
+
+SELECT_OPEN_EXECUTION_SQL = f"""
+SELECT {EXECUTION_COLUMNS} FROM wg_executions
+WHERE tenant_id = %s AND fingerprint = %s AND status IN ('running', 'unknown')
+LIMIT 1"""
+
+TRANSITION_EXECUTION_SQL = f"""
+UPDATE wg_executions
+SET status = %(new)s,
+    updated_at = %(now)s,
+    lease_owner = CASE WHEN %(lease_owner)s::text IS NULL THEN lease_owner
+                       ELSE %(lease_owner)s END,
+    lease_expires_at = CASE WHEN %(lease_seconds)s::float8 IS NULL THEN lease_expires_at
+                       ELSE %(now)s + make_interval(secs => %(lease_seconds)s) END,
+    provider_ref = COALESCE(%(provider_ref)s, provider_ref),
+    result = COALESCE(%(result)s, result),
+    error_code = %(error_code)s,
+    attempts = attempts + %(attempt)s,
+    completed_at = CASE WHEN %(new)s IN ('succeeded', 'failed_terminal') THEN %(now)s
+                        ELSE completed_at END
+WHERE execution_id = %(execution_id)s AND status = ANY(%(expected)s)
+  AND (%(require_owner)s::text IS NULL OR lease_owner = %(require_owner)s)
+RETURNING {EXECUTION_COLUMNS}"""
+
+AUDIT_COLUMNS = """tenant_id, user_id, thread_id, tool_name, event, arguments, arguments_hash,
+    result, status, error_code, duration_ms, request_key, proposal_id, approver,
+    requested_digest, approved_digest, executed_digest"""
+
+INSERT_AUDIT_SQL = f"""
+INSERT INTO wg_audit ({AUDIT_COLUMNS})
+VALUES (%(tenant_id)s, %(user_id)s, %(thread_id)s, %(tool_name)s, %(event)s, %(arguments)s,
+    %(arguments_hash)s, %(result)s, %(status)s, %(error_code)s, %(duration_ms)s,
+    %(request_key)s, %(proposal_id)s, %(approver)s, %(requested_digest)s,
+    %(approved_digest)s, %(executed_digest)s)"""
+
+SELECT_AUDIT_SQL = f"""
+SELECT audit_id, created_at, {AUDIT_COLUMNS} FROM wg_audit
+WHERE tenant_id = %(tenant_id)s
+  AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
+  AND (%(proposal_id)s::text IS NULL OR proposal_id = %(proposal_id)s)
+ORDER BY audit_id
+LIMIT %(limit)s"""

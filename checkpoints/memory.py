@@ -1,0 +1,240 @@
+"""An in-memory ledger store for fast unit tests of the protocol.
+
+One lock serializes transactions and a snapshot taken at the start is restored on an
+exception, so the guarded-write semantics match the PostgreSQL store. It is not for
+production: nothing here survives the process.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from approval.models import (
+    AuditRecord,
+    Execution,
+    ExecutionStatus,
+    Proposal,
+    ProposalStatus,
+    Token,
+    TokenStatus,
+)
+
+OPEN_PROPOSALS = (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.proposals: dict[str, Proposal] = {}
+        self.tokens: dict[str, Token] = {}
+        self.executions: dict[str, Execution] = {}
+        self.audit: list[AuditRecord] = []
+
+
+class MemoryLedgerTx:
+    def __init__(self, state: _State, clock: Callable[[], datetime], conn: Any):
+        self.s = state
+        self.conn = conn
+        self._now = clock()
+
+    def now(self) -> datetime:
+        return self._now
+
+    def insert_proposal(self, proposal: Proposal) -> Proposal | None:
+        if self.find_proposal_by_call(proposal.thread_id, proposal.tool_call_id):
+            return None
+        self.s.proposals[proposal.proposal_id] = proposal
+        return proposal
+
+    def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None:
+        return self.s.proposals.get(proposal_id)
+
+    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
+        return next(
+            (
+                p
+                for p in self.s.proposals.values()
+                if (p.thread_id, p.tool_call_id) == (thread_id, tool_call_id)
+            ),
+            None,
+        )
+
+    def find_open_proposal(self, thread_id: str, fingerprint: str) -> Proposal | None:
+        return next(
+            (
+                p
+                for p in self.s.proposals.values()
+                if p.thread_id == thread_id
+                and p.fingerprint == fingerprint
+                and p.status in OPEN_PROPOSALS
+                and p.expires_at > self._now
+            ),
+            None,
+        )
+
+    def transition_proposal(
+        self,
+        proposal_id: str,
+        expected: ProposalStatus,
+        new: ProposalStatus,
+        *,
+        decided_by: str | None = None,
+        superseded_by: str | None = None,
+    ) -> bool:
+        p = self.s.proposals.get(proposal_id)
+        if p is None or p.status is not expected:
+            return False
+        self.s.proposals[proposal_id] = replace(
+            p,
+            status=new,
+            decided_by=decided_by or p.decided_by,
+            decided_at=self._now if decided_by else p.decided_at,
+            superseded_by=superseded_by or p.superseded_by,
+        )
+        return True
+
+    def insert_token(self, token: Token) -> None:
+        self.s.tokens[token.token_hash] = token
+
+    def get_token(self, token_hash: str, *, for_update: bool = False) -> Token | None:
+        return self.s.tokens.get(token_hash)
+
+    def get_token_for_proposal(self, proposal_id: str) -> Token | None:
+        return next((t for t in self.s.tokens.values() if t.proposal_id == proposal_id), None)
+
+    def replace_token_hash(self, proposal_id: str, new_hash: str, expires_at: datetime) -> bool:
+        token = self.get_token_for_proposal(proposal_id)
+        if token is None or token.status is not TokenStatus.ISSUED:
+            return False
+        del self.s.tokens[token.token_hash]
+        self.s.tokens[new_hash] = replace(token, token_hash=new_hash, expires_at=expires_at)
+        return True
+
+    def consume_token(self, token_hash: str, execution_id: str) -> bool:
+        token = self.s.tokens.get(token_hash)
+        if token is None or token.status is not TokenStatus.ISSUED:
+            return False
+        self.s.tokens[token_hash] = replace(
+            token, status=TokenStatus.CONSUMED, execution_id=execution_id
+        )
+        return True
+
+    def revoke_token(self, proposal_id: str) -> bool:
+        token = self.get_token_for_proposal(proposal_id)
+        if token is None or token.status is not TokenStatus.ISSUED:
+            return False
+        self.s.tokens[token.token_hash] = replace(token, status=TokenStatus.REVOKED)
+        return True
+
+    def insert_execution(self, execution: Execution) -> bool:
+        if self.get_execution(request_key=execution.request_key):
+            return False
+        self.s.executions[execution.execution_id] = execution
+        return True
+
+    def get_execution(
+        self,
+        *,
+        request_key: str | None = None,
+        execution_id: str | None = None,
+        proposal_id: str | None = None,
+        for_update: bool = False,
+    ) -> Execution | None:
+        for e in self.s.executions.values():
+            if (
+                e.request_key == request_key
+                or e.execution_id == execution_id
+                or e.proposal_id == proposal_id
+            ):
+                return e
+        return None
+
+    def transition_execution(
+        self,
+        execution_id: str,
+        expected: tuple[ExecutionStatus, ...],
+        new: ExecutionStatus,
+        *,
+        lease_owner: str | None = None,
+        require_owner: str | None = None,
+        lease_seconds: float | None = None,
+        provider_ref: str | None = None,
+        result: dict[str, Any] | None = None,
+        error_code: str | None = None,
+        count_attempt: bool = False,
+    ) -> Execution | None:
+        e = self.s.executions.get(execution_id)
+        if e is None or e.status not in expected:
+            return None
+        if require_owner is not None and e.lease_owner != require_owner:
+            return None
+        done = new in (ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED_TERMINAL)
+        updated = replace(
+            e,
+            status=new,
+            updated_at=self._now,
+            lease_owner=lease_owner or e.lease_owner,
+            lease_expires_at=(
+                self._now + timedelta(seconds=lease_seconds)
+                if lease_seconds is not None
+                else e.lease_expires_at
+            ),
+            provider_ref=provider_ref or e.provider_ref,
+            result=result if result is not None else e.result,
+            error_code=error_code,
+            attempts=e.attempts + (1 if count_attempt else 0),
+            completed_at=self._now if done else e.completed_at,
+        )
+        self.s.executions[execution_id] = updated
+        return updated
+
+    def find_open_execution(self, tenant_id: str, fingerprint: str) -> Execution | None:
+        return next(
+            (
+                e
+                for e in self.s.executions.values()
+                if e.tenant_id == tenant_id
+                and e.fingerprint == fingerprint
+                and e.status in (ExecutionStatus.RUNNING, ExecutionStatus.UNKNOWN)
+            ),
+            None,
+        )
+
+    def insert_audit(self, record: AuditRecord) -> None:
+        self.s.audit.append(record)
+
+
+class MemoryLedgerStore:
+    """`conn` is handed to tools as their transactional handle (any object a fake uses)."""
+
+    def __init__(self, *, clock: Callable[[], datetime] | None = None, conn: Any = None):
+        self.state = _State()
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.conn = conn
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def transaction(self) -> Iterator[MemoryLedgerTx]:
+        with self._lock:
+            saved = copy.deepcopy(self.state)
+            saved_conn = copy.deepcopy(self.conn)
+            try:
+                yield MemoryLedgerTx(self.state, self.clock, self.conn)
+            except BaseException:
+                self.state = saved
+                if self.conn is not None:
+                    self.conn.__dict__.update(saved_conn.__dict__)
+                raise
+
+    def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
+        for record in list(self.state.audit):
+            row = asdict(record)
+            if row["tenant_id"] == tenant_id and all(
+                row.get(k) == v for k, v in filters.items() if v is not None
+            ):
+                yield row
