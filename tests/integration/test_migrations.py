@@ -1,0 +1,151 @@
+"""The migration runner: idempotent, append-only, safe from parallel processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+from langgraph.checkpoint.postgres import PostgresSaver
+
+from checkpoints.migrate import MigrationError, apply_migrations, migration_checksum
+from checkpoints.schema import MIGRATIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE = "test_migrations_log"
+# The sleep widens the window in which parallel runners would collide.
+TEST_MIGRATIONS = [
+    "SELECT pg_sleep(0.3); CREATE TABLE mig_items (id integer PRIMARY KEY)",
+    "ALTER TABLE mig_items ADD COLUMN name text; CREATE TABLE mig_other (x integer)",
+    "INSERT INTO mig_items (id, name) VALUES (1, 'only once')",
+]
+CHECKPOINT_TABLES = {
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "checkpoint_migrations",
+}
+
+
+def _versions(url: str, table: str = TABLE) -> list[int]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(f"SELECT version FROM {table} ORDER BY version").fetchall()
+    return [r[0] for r in rows]
+
+
+def _scalar(url: str, query: str) -> object:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(query).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _run_parallel(code: str, n: int) -> list[str]:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(n)
+    ]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        outs.append(out.decode().strip())
+    return outs
+
+
+def test_runs_twice_and_appends(create_database: Callable[[], str]) -> None:
+    url = create_database()
+    assert apply_migrations(url, TEST_MIGRATIONS, table=TABLE) == 3
+    assert apply_migrations(url, TEST_MIGRATIONS, table=TABLE) == 0
+    assert _versions(url) == [1, 2, 3]
+    assert _scalar(url, "SELECT count(*) FROM mig_items") == 1
+
+    more = [*TEST_MIGRATIONS, "CREATE TABLE mig_third (y integer)"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert apply_migrations(conn, more, table=TABLE) == 1
+    assert _versions(url) == [1, 2, 3, 4]
+    checksum = _scalar(url, f"SELECT checksum FROM {TABLE} WHERE version = 4")
+    assert checksum == migration_checksum(more[3])
+
+
+def test_edited_or_unknown_history_is_refused(create_database: Callable[[], str]) -> None:
+    url = create_database()
+    apply_migrations(url, TEST_MIGRATIONS, table=TABLE)
+    edited = [*TEST_MIGRATIONS]
+    edited[1] = "ALTER TABLE mig_items ADD COLUMN label text"
+    with pytest.raises(MigrationError, match="append-only"):
+        apply_migrations(url, edited, table=TABLE)
+    with pytest.raises(MigrationError, match="older than the database"):
+        apply_migrations(url, TEST_MIGRATIONS[:2], table=TABLE)
+    # Whitespace-only edits are not changes.
+    reindented = [m.replace(" ", "  ") for m in TEST_MIGRATIONS]
+    assert apply_migrations(url, reindented, table=TABLE) == 0
+
+
+def test_failed_migration_applies_nothing(create_database: Callable[[], str]) -> None:
+    url = create_database()
+    broken = [*TEST_MIGRATIONS, "CREATE TABLE mig_bad (", "CREATE TABLE mig_never (z int)"]
+    apply_migrations(url, TEST_MIGRATIONS[:1], table=TABLE)
+    with pytest.raises(MigrationError, match="migration 4"):
+        apply_migrations(url, broken, table=TABLE)
+    assert _versions(url) == [1]
+    assert _scalar(url, "SELECT to_regclass('mig_other') IS NULL") is True
+
+
+def test_refuses_connection_inside_transaction(create_database: Callable[[], str]) -> None:
+    url = create_database()
+    with psycopg.connect(url) as conn:
+        conn.execute("SELECT 1")  # not autocommit: a transaction is now open
+        with pytest.raises(MigrationError, match="no transaction open"):
+            apply_migrations(conn, TEST_MIGRATIONS, table=TABLE)
+
+
+@pytest.mark.slow
+def test_parallel_processes_apply_each_version_once(create_database: Callable[[], str]) -> None:
+    url = create_database()
+    code = (
+        "import json, sys\n"
+        "from checkpoints.migrate import apply_migrations\n"
+        f"print(apply_migrations({url!r}, json.loads({json.dumps(TEST_MIGRATIONS)!r}),"
+        f" table={TABLE!r}))\n"
+    )
+    counts = [int(out) for out in _run_parallel(code, 4)]
+    assert sorted(counts) == [0, 0, 0, 3]
+    assert _versions(url) == [1, 2, 3]
+    assert _scalar(url, "SELECT count(*) FROM mig_items") == 1
+
+
+@pytest.mark.slow
+def test_parallel_setup_database(create_database: Callable[[], str]) -> None:
+    url = create_database()
+    code = f"from checkpoints.migrate import setup_database\nsetup_database({url!r})\n"
+    _run_parallel(code, 3)
+    _assert_fully_set_up(url)
+
+
+def test_database_url_fixture_is_set_up(database_url: str) -> None:
+    _assert_fully_set_up(database_url)
+
+
+def _assert_fully_set_up(url: str) -> None:
+    assert _versions(url, "writegate_migrations") == list(range(1, len(MIGRATIONS) + 1))
+    with psycopg.connect(url) as conn:
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchall()
+        }
+        checkpoint_versions = conn.execute("SELECT v FROM checkpoint_migrations").fetchall()
+        invalid = conn.execute("SELECT count(*) FROM pg_index WHERE NOT indisvalid").fetchone()
+    assert tables >= CHECKPOINT_TABLES
+    versions = sorted(r[0] for r in checkpoint_versions)
+    assert versions == list(range(len(PostgresSaver.MIGRATIONS)))
+    # A CREATE INDEX CONCURRENTLY that lost a race would leave an invalid index.
+    assert invalid == (0,)
