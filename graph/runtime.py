@@ -1,0 +1,75 @@
+"""Wiring: one database, one pool, the ledger, the registry, the provider, the services.
+
+Everything that runs writegate (the graph, the CLI, the HTTP and MCP servers, the
+reconciler) builds one `Runtime` and shares its pool; LangGraph's Postgres
+checkpointer uses the same pool, so ledgers and checkpoints live in one database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from langgraph.checkpoint.postgres import PostgresSaver
+
+from approval.execution import Executor, RetryPolicy
+from approval.service import ApprovalService, Policy
+from checkpoints.database import resolve_database_url
+from checkpoints.ledger import PgLedgerStore
+from checkpoints.migrate import setup_database
+from checkpoints.pool import Pool, open_pool
+from tools.provider import ProviderClient, SimulatedProvider
+from tools.registry import Registry, default_registry
+
+
+@dataclass
+class Runtime:
+    url: str
+    pool: Pool
+    store: PgLedgerStore
+    registry: Registry
+    provider: ProviderClient
+    service: ApprovalService
+    executor: Executor
+    _saver: PostgresSaver | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        setup: bool = True,
+        policy: Policy | None = None,
+        provider: ProviderClient | None = None,
+        retry: RetryPolicy | None = None,
+        step_hook: Callable[[str], None] | None = None,
+        clock: Callable[[], datetime] | None = None,
+        max_connections: int = 10,
+    ) -> Runtime:
+        url = url or resolve_database_url()
+        if setup:
+            setup_database(url)  # idempotent and safe from many processes at once
+        pool = open_pool(url, max_size=max_connections)
+        store = PgLedgerStore(pool, clock=clock)
+        provider = provider or SimulatedProvider(pool=pool)
+        registry = default_registry(provider)
+        service = ApprovalService(store, registry, policy)
+        executor = Executor(service, retry=retry, step_hook=step_hook)
+        return cls(url, pool, store, registry, provider, service, executor)
+
+    @property
+    def checkpointer(self) -> PostgresSaver:
+        """LangGraph's Postgres saver on the same pool (tables made by `db setup`)."""
+        if self._saver is None:
+            self._saver = PostgresSaver(self.pool)
+        return self._saver
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
