@@ -8,6 +8,10 @@ is the payment provider simulator's own store, kept apart as a real provider wou
 
 from __future__ import annotations
 
+from checkpoints.schema_http import HTTP
+from checkpoints.schema_ops import OPS
+from checkpoints.schema_tiers import TIERS
+
 LEDGER = """
 CREATE TABLE wg_proposals (
     proposal_id     text PRIMARY KEY,
@@ -175,4 +179,5 @@ CREATE TABLE provider.refunds (
 );
 """
 
-MIGRATIONS: list[str] = [LEDGER, DOMAIN, PROVIDER]
+# Versions 4-6 are defined beside their features; the order here is the version order.
+MIGRATIONS: list[str] = [LEDGER, DOMAIN, PROVIDER, OPS, HTTP, TIERS]
