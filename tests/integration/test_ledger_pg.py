@@ -1,0 +1,257 @@
+"""The protocol on a real PostgreSQL: exactly once, replays, stale state, audit."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from approval import errors
+from approval.decisions import Edit
+from approval.execution import Executor
+from approval.models import Identity
+from approval.service import ApprovalService, Policy
+from graph.runtime import Runtime
+from tests.integration.ledger_helpers import (
+    ALICE,
+    confirm,
+    ledger_count,
+    new_order,
+    order_state,
+    propose_refund,
+    refund_args,
+)
+
+WORKERS = 16
+ROUNDS = 15
+
+
+class PinnedClock:
+    """The server clock, pinned when a test needs an exact instant."""
+
+    def __init__(self) -> None:
+        self.at = None
+
+    def __call__(self):
+        assert self.at is not None
+        return self.at
+
+
+@pytest.fixture(scope="module")
+def rt(database_url: str) -> Iterator[Runtime]:
+    runtime = Runtime.open(database_url, max_connections=WORKERS + 4)
+    yield runtime
+    runtime.close()
+
+
+def server_now(rt: Runtime):
+    with rt.pool.connection() as conn:
+        row = conn.execute("SELECT now() AS now").fetchone()
+    assert row is not None
+    return row["now"]
+
+
+def provider_refunds(rt: Runtime, order_id: str) -> int:
+    return rt.provider.count_refunds(order_id)  # type: ignore[attr-defined]
+
+
+def test_sixteen_workers_race_one_token_and_exactly_one_refund_happens(rt):
+    for _ in range(ROUNDS):
+        order_id = new_order(rt)
+        token = confirm(rt, propose_refund(rt, order_id)).token
+        barrier = threading.Barrier(WORKERS)
+        outcomes: list[str] = []
+        receipts: set[str] = set()
+
+        def worker() -> None:
+            executor = Executor(rt.service)  # own lease owner; pool gives its own connection
+            barrier.wait()
+            try:
+                receipts.add(executor.execute(ALICE, token).execution_id)
+                outcomes.append("executed")
+            except errors.AlreadyConsumed as exc:
+                first = exc.details.get("receipt")
+                if first:
+                    receipts.add(first["execution_id"])
+                outcomes.append("already_consumed")
+            except errors.InProgress:
+                outcomes.append("in_progress")
+
+        threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        counts = Counter(outcomes)
+        assert counts["executed"] == 1 and sum(counts.values()) == WORKERS, counts
+        assert len(receipts) == 1
+        assert provider_refunds(rt, order_id) == 1 and ledger_count(rt, order_id) == 1
+        assert order_state(rt, order_id)["refunded_minor"] == 19900
+
+
+def _refused_without_effect(
+    rt: Runtime, order_id: str, error: type[errors.WritegateError], call
+) -> None:
+    before = order_state(rt, order_id)
+    with pytest.raises(error):
+        call()
+    assert order_state(rt, order_id) == before
+    assert provider_refunds(rt, order_id) == 0 and ledger_count(rt, order_id) == 0
+
+
+def test_replay_matrix_each_refused_with_its_own_code_and_nothing_written(rt):
+    order_id = new_order(rt)
+    proposal = propose_refund(rt, order_id, amount=5000)
+    token = confirm(rt, proposal).token
+    other_order = new_order(rt)
+    other = confirm(rt, propose_refund(rt, other_order, amount=100))
+    cases = [
+        (
+            errors.SubjectMismatch,
+            lambda: rt.executor.execute(Identity("user_7", "tenant_hz"), token),
+        ),
+        (
+            errors.TenantMismatch,
+            lambda: rt.executor.execute(Identity("user_42", "tenant_sh"), token),
+        ),
+        (
+            errors.OperationMismatch,
+            lambda: rt.executor.execute(ALICE, token, operation="update_ticket"),
+        ),
+        # the token of this proposal presented for another proposal's (other) arguments
+        (
+            errors.ArgsMismatch,
+            lambda: rt.executor.execute(ALICE, token, proposal_id=other.proposal.proposal_id),
+        ),
+        (errors.TokenUnknown, lambda: rt.executor.execute(ALICE, "wgt_forged")),
+        (
+            errors.AudienceMismatch,
+            lambda: Executor(
+                ApprovalService(rt.store, rt.registry, Policy(audience="billing"))
+            ).execute(ALICE, token),
+        ),
+        (
+            errors.PolicyChanged,
+            lambda: Executor(ApprovalService(rt.store, rt.registry, Policy(version="v2"))).execute(
+                ALICE, token
+            ),
+        ),
+    ]
+    for error, call in cases:
+        _refused_without_effect(rt, order_id, error, call)
+    # finally the rightful use succeeds, and a replay of it is already_consumed
+    assert rt.executor.execute(ALICE, token).status == "succeeded"
+    with pytest.raises(errors.AlreadyConsumed):
+        rt.executor.execute(ALICE, token)
+    assert provider_refunds(rt, order_id) == 1
+
+
+def test_token_is_expired_at_exactly_its_expiry_on_the_server_clock(rt, database_url):
+    clock = PinnedClock()
+    pinned = Runtime.open(database_url, setup=False, clock=clock)
+    try:
+        order_id = new_order(pinned)
+        clock.at = server_now(pinned)
+        confirmation = confirm(pinned, propose_refund(pinned, order_id))
+        clock.at = confirmation.expires_at  # now == expires_at: already expired
+        _refused_without_effect(
+            pinned,
+            order_id,
+            errors.TokenExpired,
+            lambda: pinned.executor.execute(ALICE, confirmation.token),
+        )
+        clock.at = confirmation.expires_at - timedelta(microseconds=1)
+        assert pinned.executor.execute(ALICE, confirmation.token).status == "succeeded"
+    finally:
+        pinned.close()
+
+
+def test_proposal_is_expired_at_exactly_its_expiry(rt, database_url):
+    clock = PinnedClock()
+    pinned = Runtime.open(database_url, setup=False, clock=clock)
+    try:
+        order_id = new_order(pinned)
+        clock.at = server_now(pinned)
+        proposal = propose_refund(pinned, order_id)
+        clock.at = proposal.expires_at
+        with pytest.raises(errors.ProposalExpired):
+            confirm(pinned, proposal)
+        assert pinned.service.get_proposal(ALICE, proposal.proposal_id).status.value == "expired"
+    finally:
+        pinned.close()
+
+
+def test_token_of_a_superseded_proposal_is_refused(rt):
+    order_id = new_order(rt)
+    proposal = propose_refund(rt, order_id)
+    token = confirm(rt, proposal).token
+    edited = rt.service.decide(
+        ALICE,
+        Edit(action="edit", proposal_id=proposal.proposal_id, args=refund_args(order_id, 5000)),
+    )
+    assert edited.args["amount_minor"] == 5000
+    _refused_without_effect(
+        rt, order_id, errors.ProposalSuperseded, lambda: rt.executor.execute(ALICE, token)
+    )
+
+
+def test_state_changed_between_confirm_and_execute_writes_nothing(rt):
+    order_id = new_order(rt)
+    token = confirm(rt, propose_refund(rt, order_id, amount=15000)).token
+    # another channel refunds 100 meanwhile: the version moves on
+    other = confirm(rt, propose_refund(rt, order_id, amount=100))
+    assert rt.executor.execute(ALICE, other.token).status == "succeeded"
+    before = order_state(rt, order_id)
+    with pytest.raises(errors.StateChanged):
+        rt.executor.execute(ALICE, token)
+    assert order_state(rt, order_id) == before and provider_refunds(rt, order_id) == 1
+
+
+def test_same_request_key_with_different_arguments_is_a_conflict(rt):
+    order_id = new_order(rt)
+    thread = "th_conflict"
+    first = rt.service.propose(
+        ALICE,
+        thread_id=thread,
+        tool_call_id="call_1",
+        tool_name="refund_order",
+        raw_args=refund_args(order_id, 100),
+    )
+    with pytest.raises(errors.IdempotencyConflict):
+        rt.service.propose(
+            ALICE,
+            thread_id=thread,
+            tool_call_id="call_1",
+            tool_name="refund_order",
+            raw_args=refund_args(order_id, 200),
+        )
+    # at the ledger: a second token carrying the same request key but other arguments
+    token = confirm(rt, first).token
+    rt.executor.execute(ALICE, token)
+    second = confirm(rt, propose_refund(rt, order_id, amount=300))
+    with rt.pool.connection() as conn:
+        conn.execute(
+            "UPDATE wg_tokens SET request_key = %s WHERE proposal_id = %s",
+            (first.request_key, second.proposal.proposal_id),
+        )
+    with pytest.raises(errors.IdempotencyConflict):
+        rt.executor.execute(ALICE, second.token)
+    assert provider_refunds(rt, order_id) == 1
+
+
+def test_reads_and_writes_leave_audit_rows_with_equal_digests(rt):
+    order_id = new_order(rt)
+    thread = "th_audit"
+    rt.service.read(ALICE, "get_order", {"order_id": order_id}, thread_id=thread)
+    proposal = propose_refund(rt, order_id, thread=thread)
+    receipt = rt.executor.execute(ALICE, confirm(rt, proposal).token)
+    rows = list(rt.store.audit_rows("tenant_hz", thread_id=thread))
+    assert [r["event"] for r in rows] == ["read", "propose", "decide", "execute"]
+    done = rows[-1]
+    assert done["status"] == "succeeded" and done["request_key"] == receipt.request_key
+    assert done["requested_digest"] == done["approved_digest"] == done["executed_digest"]
+    assert done["approver"] == "user_42" and done["proposal_id"] == proposal.proposal_id
+    assert rows[0]["tool_name"] == "get_order" and rows[0]["status"] == "succeeded"
