@@ -58,34 +58,38 @@ def provider_refunds(rt: Runtime, order_id: str) -> int:
     return rt.provider.count_refunds(order_id)  # type: ignore[attr-defined]
 
 
+def race(rt: Runtime, token: str) -> tuple[Counter[str], set[str]]:
+    """WORKERS threads, each with its own connection and lease owner, execute one token."""
+    barrier = threading.Barrier(WORKERS)
+    outcomes: list[str] = []
+    receipts: set[str] = set()
+
+    def worker() -> None:
+        executor = Executor(rt.service)
+        barrier.wait()
+        try:
+            receipts.add(executor.execute(ALICE, token).execution_id)
+            outcomes.append("executed")
+        except errors.AlreadyConsumed as exc:
+            first = exc.details.get("receipt")
+            if first:
+                receipts.add(first["execution_id"])
+            outcomes.append("already_consumed")
+        except errors.InProgress:
+            outcomes.append("in_progress")
+
+    threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return Counter(outcomes), receipts
+
+
 def test_sixteen_workers_race_one_token_and_exactly_one_refund_happens(rt):
     for _ in range(ROUNDS):
         order_id = new_order(rt)
-        token = confirm(rt, propose_refund(rt, order_id)).token
-        barrier = threading.Barrier(WORKERS)
-        outcomes: list[str] = []
-        receipts: set[str] = set()
-
-        def worker() -> None:
-            executor = Executor(rt.service)  # own lease owner; pool gives its own connection
-            barrier.wait()
-            try:
-                receipts.add(executor.execute(ALICE, token).execution_id)
-                outcomes.append("executed")
-            except errors.AlreadyConsumed as exc:
-                first = exc.details.get("receipt")
-                if first:
-                    receipts.add(first["execution_id"])
-                outcomes.append("already_consumed")
-            except errors.InProgress:
-                outcomes.append("in_progress")
-
-        threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        counts = Counter(outcomes)
+        counts, receipts = race(rt, confirm(rt, propose_refund(rt, order_id)).token)
         assert counts["executed"] == 1 and sum(counts.values()) == WORKERS, counts
         assert len(receipts) == 1
         assert provider_refunds(rt, order_id) == 1 and ledger_count(rt, order_id) == 1
