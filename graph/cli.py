@@ -26,7 +26,7 @@ app.add_typer(db_app, name="db")
 console = Console()
 err_console = Console(stderr=True)
 
-_COMMAND_MODULES: list[str] = []
+_COMMAND_MODULES: list[str] = ["graph.cli_demo", "graph.cli_chat", "graph.cli_threads"]
 
 
 def database_url() -> str:

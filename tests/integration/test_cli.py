@@ -1,0 +1,179 @@
+"""The terminal entry points, on a real PostgreSQL: demo, chat, threads, db.
+
+`writegate demo` runs through the installed console script in a subprocess, the way a
+user runs it; the others run in-process through typer's CliRunner with DATABASE_URL
+pointed at a fresh test database and no model key, so the scripted model answers.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+from typer.testing import CliRunner
+
+from checkpoints.migrate import setup_database
+from graph import cli
+from tools.seed import reset_demo, seed_demo
+
+NO_MODEL = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "WRITEGATE_MODEL": None}
+REPLAY_CODES = ("subject_mismatch", "tenant_mismatch", "already_consumed", "invalid_decision")
+
+
+@pytest.fixture(scope="module")
+def cli_db(create_database: Callable[[], str]) -> str:
+    url = create_database()
+    setup_database(url)
+    return url
+
+
+@pytest.fixture
+def seeded(cli_db: str) -> str:
+    """The demo rows as `db seed` leaves them, before every test."""
+    with psycopg.connect(cli_db, autocommit=True) as conn:
+        reset_demo(conn)
+        seed_demo(conn)
+    return cli_db
+
+
+@pytest.fixture
+def invoke(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
+    if not any(command.name == "demo" for command in cli.app.registered_commands):
+        cli._load_commands()
+    monkeypatch.setattr(cli.console, "width", 200)  # ids stay on one line in tables
+    runner = CliRunner()
+
+    def _invoke(url: str, args: list[str], stdin: str | None = None) -> Any:
+        result = runner.invoke(cli.app, args, input=stdin, env={"DATABASE_URL": url, **NO_MODEL})
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+        return result
+
+    yield _invoke
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _one(url: str, query: str, params: tuple[Any, ...] = ()) -> dict[str, Any]:
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return row
+
+
+def _refunds(url: str, order_id: str) -> int:
+    query = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"
+    return int(_one(url, query, (order_id,))["n"])
+
+
+def _writegate() -> list[str]:
+    script = Path(sys.executable).with_name("writegate")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "graph.cli"]
+
+
+def test_every_subcommand_has_help(invoke: Callable[..., Any], cli_db: str) -> None:
+    for args in ([], ["demo"], ["chat"], ["threads"], ["db"], ["db", "setup"], ["db", "seed"]):
+        result = invoke(cli_db, [*args, "--help"])
+        assert result.exit_code == 0, (args, result.output)
+        assert "Usage" in result.output
+
+
+def test_demo_shows_receipt_and_refused_replays_and_can_run_again(cli_db: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in NO_MODEL}
+    env.update(DATABASE_URL=cli_db, COLUMNS="200")
+    for _ in range(2):  # the second run starts again from ¥199.00 refundable
+        done = subprocess.run(
+            [*_writegate(), "demo"], env=env, capture_output=True, text=True, timeout=60
+        )
+        out = _flat(done.stdout)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "scripted demo model" in out
+        assert "receipt" in out and "succeeded" in out
+        assert "¥199.00" in out and "19900" in out
+        for code in REPLAY_CODES:
+            assert code in out, code
+        assert "provider saw exactly 1 refund for ord_1001" in out
+        assert "Traceback" not in done.stderr
+        assert _refunds(cli_db, "ord_1001") == 1
+        assert _refunds(cli_db, "ord_1002") == 1
+
+
+def test_db_setup_twice_then_seed(invoke: Callable[..., Any], create_database: Any) -> None:
+    url = create_database()
+    for _ in range(2):
+        assert invoke(url, ["db", "setup"]).exit_code == 0
+    assert invoke(url, ["db", "seed"]).exit_code == 0
+    order = _one(url, "SELECT user_id, payable_minor FROM orders WHERE order_id = 'ord_1001'")
+    assert order == {"user_id": "user_42", "payable_minor": 19900}
+
+
+def test_chat_leaves_an_approval_pending_then_resumes_it_by_thread(
+    invoke: Callable[..., Any], seeded: str
+) -> None:
+    thread = f"chat-{uuid.uuid4().hex[:8]}"
+    args = ["chat", "--thread", thread]
+    first = invoke(seeded, args, "refund ord_1001 because it arrived broken\nyes\nlater\n")
+    out = _flat(first.output)
+    assert first.exit_code == 0, first.output
+    assert "Approval needed: Refund order ord_1001" in out and "¥199.00" in out
+    assert "'yes' is not a decision" in out and "left pending" in out
+    proposal = _one(seeded, "SELECT proposal_id, status FROM wg_proposals WHERE thread_id = %s",
+                    (thread,))  # fmt: skip
+    assert proposal["status"] == "awaiting_confirmation"
+    assert _refunds(seeded, "ord_1001") == 0
+
+    listed = _flat(invoke(seeded, ["threads", "--user", "user_42", "--tenant", "tenant_hz"]).output)
+    assert thread in listed and proposal["proposal_id"] in listed
+    assert thread not in _flat(invoke(seeded, ["threads", "--user", "user_7"]).output)
+
+    # Back later: the pending approval is asked first; then "yes" is just a chat message.
+    second = invoke(seeded, args, "confirm\nyes\n/quit\n")
+    out = _flat(second.output)
+    assert "1 approval(s) waiting for you" in out
+    assert "receipt: refund_order" in out and "succeeded" in out
+    assert "I only understand a few requests" in out  # the model's answer to "yes"
+    assert _refunds(seeded, "ord_1001") == 1
+    rows = _one(seeded, "SELECT count(*) AS n, min(status) AS s FROM wg_proposals "
+                "WHERE thread_id = %s", (thread,))  # fmt: skip
+    assert rows == {"n": 1, "s": "executed"}
+    listed = _flat(invoke(seeded, ["threads", "--user", "user_42"]).output)
+    assert proposal["proposal_id"] not in listed
+
+
+def test_chat_yes_in_the_chat_box_confirms_nothing(invoke: Callable[..., Any], seeded: str) -> None:
+    thread = f"chat-{uuid.uuid4().hex[:8]}"
+    result = invoke(seeded, ["chat", "--thread", thread], "yes\nconfirm\n")  # then Ctrl-D
+    assert result.exit_code == 0, result.output
+    assert "receipt" not in result.output
+    assert _one(seeded, "SELECT count(*) AS n FROM wg_proposals WHERE thread_id = %s",
+                (thread,))["n"] == 0  # fmt: skip
+    assert _refunds(seeded, "ord_1001") == 0
+
+
+def test_chat_asks_each_of_several_approvals_and_edits_one(
+    invoke: Callable[..., Any], seeded: str
+) -> None:
+    thread = f"chat-{uuid.uuid4().hex[:8]}"
+    # Two refunds in one turn: decline ord_1001; edit ord_1002's amount to $10.00, confirm.
+    stdin = "refund ord_1001 and ord_1002 because late\ndecline\nedit\n\nten\n1000\n\n\nconfirm\n"
+    result = invoke(seeded, ["chat", "--thread", thread], stdin)
+    out = _flat(result.output)
+    assert result.exit_code == 0, result.output
+    assert "approval 1 of 2" in out and "approval 2 of 2" in out
+    assert "amount_minor (now 4500 = $45.00" in out and "takes an integer" in out
+    assert "$10.00" in out and "receipt: refund_order" in out
+    assert _refunds(seeded, "ord_1001") == 0
+    paid = _one(seeded, "SELECT amount_minor FROM provider.refunds WHERE order_id = 'ord_1002'")
+    assert paid["amount_minor"] == 1000
+    statuses = _one(seeded, "SELECT array_agg(status ORDER BY status) AS s FROM wg_proposals "
+                    "WHERE thread_id = %s", (thread,))["s"]  # fmt: skip
+    assert statuses == ["declined", "executed", "superseded"]
