@@ -47,6 +47,9 @@ def _tighten(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     out = {key: _tighten(value) for key, value in node.items() if key not in _UNPORTABLE_KEYWORDS}
+    if isinstance(node.get("properties"), dict):
+        # Property names are data, not keywords: a field called "title" must survive.
+        out["properties"] = {name: _tighten(sub) for name, sub in node["properties"].items()}
     if out.get("type") == "object" or "properties" in out:
         out.setdefault("properties", {})
         out["required"] = list(out["properties"])

@@ -271,3 +271,11 @@ def test_strict_schema_of_an_empty_model() -> None:
         "required": [],
         "additionalProperties": False,
     }
+
+
+def test_every_argument_field_is_in_the_exported_schema():
+    # A field named like a JSON-schema keyword ("title") must not be dropped.
+    for spec in default_registry(None).specs():  # type: ignore[arg-type]
+        schema = spec.json_schema()
+        fields = set(spec.args_model.model_fields)  # type: ignore[attr-defined]
+        assert set(schema["properties"]) == fields == set(schema["required"]), spec.name
