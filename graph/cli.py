@@ -26,7 +26,12 @@ app.add_typer(db_app, name="db")
 console = Console()
 err_console = Console(stderr=True)
 
-_COMMAND_MODULES: list[str] = ["graph.cli_demo", "graph.cli_chat", "graph.cli_threads"]
+_COMMAND_MODULES: list[str] = [
+    "graph.cli_demo",
+    "graph.cli_chat",
+    "graph.cli_threads",
+    "graph.cli_mcp",
+]
 
 
 def database_url() -> str:
