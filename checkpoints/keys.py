@@ -1,0 +1,69 @@
+"""API keys for the HTTP service: created once, stored hashed, resolved to an identity.
+
+A key is shown to its owner exactly once, when it is made; the database keeps only
+`hash_secret(key)`. Resolving a key gives the user, tenant and roles the service acts
+as, so identity always comes from the key, never from what a request body says.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from approval.canonical import hash_secret
+from approval.errors import ValidationFailed
+from approval.models import Identity
+from checkpoints import http_sql as sql
+
+KEY_PREFIX = "wgk_"
+# Users, tenants and roles are plain identifiers: nothing to confuse in a log or header.
+_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class NewKey:
+    """The secret is here and nowhere else: print it once, then drop it."""
+
+    secret: str
+    key_id: str
+    identity: Identity
+    created_at: datetime
+
+
+def _check_name(kind: str, value: str) -> str:
+    if not _NAME.match(value):
+        raise ValidationFailed(f"{kind} must be 1-128 letters, digits or _.:@-", value=value)
+    return value
+
+
+def create_key(
+    conn: Any, user_id: str, tenant_id: str, roles: list[str] | tuple[str, ...] = ()
+) -> NewKey:
+    """Store a new key for (user, tenant, roles) and return its secret."""
+    _check_name("user", user_id)
+    _check_name("tenant", tenant_id)
+    clean_roles = sorted({_check_name("role", role) for role in roles})
+    secret = KEY_PREFIX + secrets.token_urlsafe(32)
+    key_id = "key_" + secrets.token_hex(6)
+    row = conn.execute(
+        sql.INSERT_KEY_SQL, (hash_secret(secret), key_id, user_id, tenant_id, clean_roles)
+    ).fetchone()
+    identity = Identity(user_id, tenant_id, frozenset(clean_roles))
+    return NewKey(secret, row["key_id"], identity, row["created_at"])
+
+
+def resolve_key(conn: Any, secret: str) -> tuple[str, Identity] | None:
+    """The key's id and identity, or None for an unknown or revoked key."""
+    if not secret.startswith(KEY_PREFIX) or len(secret) > 200:
+        return None  # not ours: skip the lookup
+    row = conn.execute(sql.SELECT_KEY_SQL, (hash_secret(secret),)).fetchone()
+    if row is None:
+        return None
+    return row["key_id"], Identity(row["user_id"], row["tenant_id"], frozenset(row["roles"]))
+
+
+def revoke_key(conn: Any, key_id: str) -> bool:
+    return conn.execute(sql.REVOKE_KEY_SQL, (key_id,)).fetchone() is not None
