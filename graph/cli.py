@@ -31,6 +31,7 @@ _COMMAND_MODULES: list[str] = [
     "graph.cli_chat",
     "graph.cli_threads",
     "graph.cli_mcp",
+    "graph.cli_serve",
 ]
 
 

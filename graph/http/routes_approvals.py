@@ -1,0 +1,106 @@
+"""Approvals: list mine, read one, decide one.
+
+Deciding re-reads the caller's identity from its key, checks that the proposal is
+theirs (404 otherwise, the same answer as for a proposal that does not exist), and
+resumes the graph with a structured decision. A client-chosen `Idempotency-Key`
+names the click: sending it again returns the first answer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
+from fastapi.responses import JSONResponse
+
+from approval.errors import NotFound
+from graph.http.auth import CurrentIdentity
+from graph.http.errors import request_id, responses
+from graph.http.schemas import (
+    ID_PATTERN,
+    IDEMPOTENCY_KEY_PATTERN,
+    ApprovalList,
+    ApprovalView,
+    DecisionIn,
+    DecisionResult,
+)
+from graph.http.services import Services, services
+from graph.http.views import approval_view
+
+router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
+ProposalId = Annotated[str, Path(pattern=ID_PATTERN, description="The proposal's id.")]
+Svc = Annotated[Services, Depends(services)]
+
+
+@router.get("", response_model=ApprovalList, responses=responses(401, 422))
+def list_approvals(
+    identity: CurrentIdentity,
+    svc: Svc,
+    status: Annotated[Literal["pending", "all"], Query()] = "pending",
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> ApprovalList:
+    """`pending`: awaiting a decision, not expired, with a question open in its thread.
+    `all`: the caller's most recent approvals, any status (history)."""
+    now = svc.store.now()
+    if status == "pending":
+        rows = svc.store.pending_proposals(identity, limit)
+    else:
+        rows = svc.store.recent_proposals(identity, limit)
+    questions: dict[str, dict] = {}
+    for thread_id in dict.fromkeys(
+        r["thread_id"] for r in rows if r["status"] == "awaiting_confirmation"
+    ):
+        config = svc.runner.config(identity, thread_id)
+        questions.update({pid: v for pid, (_, v) in svc.runner.questions(config).items()})
+    executions = svc.store.execution_ids([r["proposal_id"] for r in rows])
+    views = [
+        approval_view(
+            r,
+            now,
+            question=questions.get(r["proposal_id"]),
+            execution_id=executions.get(r["proposal_id"]),
+        )
+        for r in rows
+    ]
+    if status == "pending":
+        views = [v for v in views if v.pending]
+    return ApprovalList(approvals=views, now=now)
+
+
+@router.get("/{proposal_id}", response_model=ApprovalView, responses=responses(401, 404, 422))
+def read_approval(proposal_id: ProposalId, identity: CurrentIdentity, svc: Svc) -> ApprovalView:
+    """One approval with its preview and where it stands."""
+    proposal = svc.runtime.service.get_proposal(identity, proposal_id)
+    for view in svc.runner.thread_approvals(identity, proposal.thread_id):
+        if view.proposal_id == proposal_id:
+            return view
+    raise NotFound("no such proposal for this user", proposal_id=proposal_id)
+
+
+@router.post(
+    "/{proposal_id}/decision",
+    response_model=DecisionResult,
+    responses=responses(401, 404, 409, 410, 422, 503),
+)
+def decide(
+    proposal_id: ProposalId,
+    decision: Annotated[DecisionIn, Body()],
+    identity: CurrentIdentity,
+    svc: Svc,
+    request: Request,
+    idempotency_key: Annotated[
+        str,
+        Header(
+            alias="Idempotency-Key",
+            pattern=IDEMPOTENCY_KEY_PATTERN,
+            description="Chosen by the client once per click (a UUID); a retry sends it again.",
+        ),
+    ],
+) -> JSONResponse:
+    """Confirm, decline, cancel or edit. Confirm answers with the execution's receipt;
+    a second confirm (another click, another replica) answers with the same receipt."""
+    status, body = svc.decisions.decide(
+        identity, proposal_id, decision, idempotency_key, request_id(request)
+    )
+    svc.metrics.decisions.labels(decision.action, str(status)).inc()
+    return JSONResponse(body, status_code=status)

@@ -1,0 +1,232 @@
+"""Request and response bodies of the HTTP API, as pydantic models.
+
+They are the OpenAPI document: every route declares its response model and its
+error responses, so a client generated from `/openapi.json` is accurate. Request
+bodies forbid unknown fields: a body that names a user or tenant is refused, because
+identity comes from the API key alone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Ids are short printable tokens; anything else is refused before it reaches SQL.
+ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+# Idempotency keys: 1-200 visible ASCII characters (a UUID is the usual choice).
+IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,200}$"
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+class ErrorBody(_Out):
+    """Every error: a stable code, a message for people, whether retrying can help."""
+
+    code: str = Field(examples=["proposal_expired"])
+    message: str
+    retryable: bool
+    request_id: str
+    details: dict[str, Any] | None = None
+    state: ApprovalView | None = Field(
+        default=None, description="The approval as it is now (409 and 410 answers)."
+    )
+
+
+# -- approvals ------------------------------------------------------------------------
+
+
+class PreviewField(_Out):
+    name: str
+    value: Any = Field(description="Machine value, exactly what executes.")
+    display: str = Field(description="For eyes only; never feeds execution.")
+
+
+class RefusalInfo(_Out):
+    code: str
+    message: str
+    retryable: bool
+    details: dict[str, Any] | None = None
+
+
+class ApprovalView(_Out):
+    """One proposal as a person sees it: the exact preview and where it stands."""
+
+    proposal_id: str
+    thread_id: str
+    operation: str
+    resource: str
+    status: str = Field(
+        description="awaiting_confirmation, confirmed, executed, declined, cancelled, "
+        "expired, superseded or revoked (awaiting past its expiry reads as expired)."
+    )
+    pending: bool = Field(description="A question for it is open in its thread.")
+    title: str
+    target: str
+    fields: list[PreviewField]
+    impact: str
+    side_effect: str
+    irreversible: bool
+    external: bool
+    args_digest: str
+    expires_at: datetime
+    created_at: datetime | None = None
+    decided_at: datetime | None = None
+    decided_by: str | None = None
+    superseded_by: str | None = None
+    execution_id: str | None = None
+    error: RefusalInfo | None = Field(
+        default=None, description="Why the last answer to its open question was refused."
+    )
+
+
+class ApprovalList(_Out):
+    approvals: list[ApprovalView]
+    now: datetime = Field(description="The server's clock, for countdowns.")
+
+
+class Receipt(_Out):
+    execution_id: str
+    request_key: str
+    operation: str
+    status: str
+    args_digest: str
+    provider_ref: str | None
+    completed_at: str | None
+    result: dict[str, Any]
+
+
+# -- threads and messages -------------------------------------------------------------
+
+
+class ToolCallView(_Out):
+    id: str | None
+    name: str
+    args: dict[str, Any]
+
+
+class MessageView(_Out):
+    id: str | None
+    role: Literal["user", "assistant", "tool", "system"]
+    content: str
+    tool_calls: list[ToolCallView] = []
+    tool_call_id: str | None = None
+    name: str | None = None
+    status: str | None = None
+
+
+class ThreadSummary(_Out):
+    thread_id: str
+    created_at: datetime
+
+
+class ThreadList(_Out):
+    threads: list[ThreadSummary]
+
+
+class ThreadView(_Out):
+    thread_id: str
+    created_at: datetime
+    messages: list[MessageView]
+    approvals: list[ApprovalView] = Field(description="Every proposal of the thread, oldest first.")
+    pending: list[ApprovalView] = Field(description="Those waiting for a decision now.")
+    now: datetime
+
+
+class MessageIn(_In):
+    content: str = Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*$")
+
+
+# -- decisions ------------------------------------------------------------------------
+
+
+class ConfirmIn(_In):
+    action: Literal["confirm"]
+
+
+class DeclineIn(_In):
+    action: Literal["decline"]
+    reason: str | None = Field(default=None, max_length=2000, pattern=r"^[^\x00]*$")
+
+
+class CancelIn(_In):
+    action: Literal["cancel"]
+
+
+class EditIn(_In):
+    action: Literal["edit"]
+    args: dict[str, Any] = Field(description="The complete new arguments; previewed again.")
+
+
+DecisionIn = Annotated[ConfirmIn | DeclineIn | CancelIn | EditIn, Field(discriminator="action")]
+
+
+class DecisionResult(_Out):
+    proposal_id: str
+    action: str
+    outcome: Literal["executed", "declined", "cancelled", "edited"]
+    replayed: bool = Field(
+        description="True when the answer comes from the ledger or an earlier click, "
+        "not from this request's own resume."
+    )
+    approval: ApprovalView
+    receipt: Receipt | None = None
+    next_approval: ApprovalView | None = Field(
+        default=None, description="After an edit: the new proposal to decide."
+    )
+    messages: list[MessageView] = Field(description="What the agent said after the decision.")
+    pending: list[ApprovalView]
+
+
+# -- the rest -------------------------------------------------------------------------
+
+
+class Me(_Out):
+    user_id: str
+    tenant_id: str
+    roles: list[str]
+    key_id: str
+
+
+class AuditRow(_Out):
+    audit_id: int
+    created_at: datetime
+    tenant_id: str
+    user_id: str
+    thread_id: str | None
+    tool_name: str
+    event: str
+    arguments: Any
+    arguments_hash: str | None
+    result: Any
+    status: str
+    error_code: str | None
+    duration_ms: int
+    request_key: str | None
+    proposal_id: str | None
+    approver: str | None
+    requested_digest: str | None
+    approved_digest: str | None
+    executed_digest: str | None
+
+
+class AuditList(_Out):
+    rows: list[AuditRow]
+
+
+class Health(_Out):
+    status: Literal["ok"]
+    database: Literal["ok"]
+
+
+ErrorBody.model_rebuild()

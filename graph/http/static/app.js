@@ -1,0 +1,507 @@
+// The writegate approval page: sign in with an API key, chat with the agent, and
+// decide its proposals. Plain browser JavaScript, no build step. Everything shown
+// comes from the API; text is always set with textContent, never parsed as HTML.
+"use strict";
+
+const KEY_STORE = "writegate.key";
+const THREAD_STORE = "writegate.thread";
+const STATUS_LABELS = {
+  awaiting_confirmation: "Awaiting your decision",
+  confirmed: "Confirmed",
+  executed: "Executed",
+  declined: "Declined",
+  cancelled: "Cancelled",
+  expired: "Expired",
+  superseded: "Replaced by an edit",
+  revoked: "Revoked",
+};
+
+const state = { key: null, thread: null, clockOffsetMs: 0, cards: new Map(), live: new Map() };
+const $ = (selector, root = document) => root.querySelector(selector);
+
+// -- talking to the API ------------------------------------------------------------
+
+function headers(extra = {}) {
+  return { Authorization: `Bearer ${state.key}`, "Content-Type": "application/json", ...extra };
+}
+
+async function call(method, path, body, extra) {
+  let res;
+  try {
+    res = await fetch(path, {
+      method,
+      headers: headers(extra),
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    const data = { code: "network_error", message: "the server could not be reached", retryable: true };
+    return { ok: false, status: 0, data };
+  }
+  let data = null;
+  try {
+    data = await res.json();
+  } catch (err) {
+    data = { code: "bad_response", message: `unexpected answer (${res.status})`, retryable: true };
+  }
+  if (res.status === 401) signOut("Your key is no longer valid; sign in again.");
+  return { ok: res.ok, status: res.status, data };
+}
+
+// A click's idempotency key. crypto.randomUUID needs a secure context; this does not.
+function newKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return "click-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function setClock(serverNow) {
+  if (serverNow) state.clockOffsetMs = Date.parse(serverNow) - Date.now();
+}
+
+function serverNowMs() {
+  return Date.now() + state.clockOffsetMs;
+}
+
+function describeError(data) {
+  if (!data) return "something went wrong";
+  return data.code ? `${data.code}: ${data.message}` : String(data.message || data);
+}
+
+// -- sign in and threads -----------------------------------------------------------
+
+async function signIn(key) {
+  state.key = key;
+  const me = await call("GET", "/v1/me");
+  if (!me.ok) {
+    state.key = null;
+    sessionStorage.removeItem(KEY_STORE);
+    $("#login-error").textContent = describeError(me.data);
+    showLogin();
+    return;
+  }
+  sessionStorage.setItem(KEY_STORE, key);
+  $("#who").textContent = `${me.data.user_id} · ${me.data.tenant_id}`;
+  $("#who").hidden = false;
+  $("#logout").hidden = false;
+  $("#login").hidden = true;
+  $("#app").hidden = false;
+  await loadThreads();
+}
+
+function showLogin() {
+  $("#login").hidden = false;
+  $("#app").hidden = true;
+  $("#who").hidden = true;
+  $("#logout").hidden = true;
+}
+
+function signOut(message) {
+  state.key = null;
+  sessionStorage.removeItem(KEY_STORE);
+  sessionStorage.removeItem(THREAD_STORE);
+  $("#login-error").textContent = message || "";
+  showLogin();
+}
+
+async function loadThreads(preferred) {
+  const r = await call("GET", "/v1/threads");
+  if (!r.ok) return;
+  let threads = r.data.threads;
+  let current = preferred || sessionStorage.getItem(THREAD_STORE);
+  if (!threads.some((t) => t.thread_id === current)) current = threads.length ? threads[0].thread_id : null;
+  if (!current) {
+    const made = await call("POST", "/v1/threads");
+    if (!made.ok) return;
+    threads = [made.data];
+    current = made.data.thread_id;
+  }
+  const select = $("#threads");
+  select.replaceChildren(
+    ...threads.map((t) => {
+      const option = document.createElement("option");
+      option.value = t.thread_id;
+      option.textContent = `${new Date(t.created_at).toLocaleString()} · ${t.thread_id}`;
+      return option;
+    }),
+  );
+  select.value = current;
+  await openThread(current);
+}
+
+async function openThread(threadId) {
+  state.thread = threadId;
+  sessionStorage.setItem(THREAD_STORE, threadId);
+  state.cards.clear();
+  state.live.clear();
+  $("#cards").replaceChildren();
+  $("#messages").replaceChildren();
+  $("#chat-error").textContent = "";
+  const r = await call("GET", `/v1/threads/${encodeURIComponent(threadId)}`);
+  if (!r.ok) return;
+  setClock(r.data.now);
+  r.data.messages.forEach(renderMessage);
+  r.data.approvals.forEach((a) => upsertCard(a));
+  refreshEmpty();
+}
+
+// -- messages ----------------------------------------------------------------------
+
+function toolSummary(message) {
+  try {
+    const body = JSON.parse(message.content);
+    if (body.code && !body.status) return `${message.name}: ${body.code}`;
+    return `${message.name}: ${body.status || "ok"}`;
+  } catch (err) {
+    return `${message.name}: ${message.content.slice(0, 80)}`;
+  }
+}
+
+function renderMessage(message) {
+  const list = $("#messages");
+  if (message.role === "assistant" && message.tool_calls.length) {
+    for (const c of message.tool_calls) {
+      const args = Object.entries(c.args).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ");
+      appendLine(list, "tool-call", `→ ${c.name}(${args})`);
+    }
+  }
+  if (message.role === "tool") {
+    appendLine(list, "tool-result", `← ${toolSummary(message)}`);
+    return;
+  }
+  if (!message.content) return;
+  const live = message.id && state.live.get(message.id);
+  if (live) {
+    live.textContent = message.content;
+    state.live.delete(message.id);
+    return;
+  }
+  appendLine(list, message.role === "user" ? "user" : "assistant", message.content);
+}
+
+function appendLine(list, kind, text) {
+  const item = document.createElement("li");
+  item.className = `msg ${kind}`;
+  item.textContent = text;
+  list.append(item);
+  item.scrollIntoView({ block: "end" });
+  return item;
+}
+
+function onToken(data) {
+  let bubble = state.live.get(data.message_id);
+  if (!bubble) {
+    bubble = appendLine($("#messages"), "assistant", "");
+    state.live.set(data.message_id, bubble);
+  }
+  bubble.textContent += data.delta;
+}
+
+async function readEvents(res, onEvent) {
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let event = "message";
+      let data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) event = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (data) onEvent(event, JSON.parse(data));
+    }
+  }
+}
+
+async function sendMessage(text) {
+  const threadId = state.thread;
+  $("#chat-error").textContent = "";
+  setComposer(false);
+  appendLine($("#messages"), "user", text);
+  try {
+    const res = await fetch(`/v1/threads/${encodeURIComponent(threadId)}/messages`, {
+      method: "POST",
+      headers: headers(),
+      body: JSON.stringify({ content: text }),
+    });
+    if (!res.ok) {
+      const data = await res.json().catch(() => null);
+      if (res.status === 401) signOut("Your key is no longer valid; sign in again.");
+      $("#chat-error").textContent = describeError(data);
+      return;
+    }
+    await readEvents(res, (event, data) => {
+      if (event === "token") onToken(data);
+      else if (event === "message" && data.role !== "user") renderMessage(data);
+      else if (event === "approval") upsertCard(data);
+      else if (event === "end") data.pending.forEach((a) => upsertCard(a));
+      else if (event === "error") $("#chat-error").textContent = describeError(data);
+    });
+  } catch (err) {
+    $("#chat-error").textContent = "the connection broke; reload to see where the conversation stands";
+  } finally {
+    setComposer(true);
+    refreshEmpty();
+  }
+}
+
+function setComposer(enabled) {
+  $("#send").disabled = !enabled;
+  $("#message").disabled = !enabled;
+  if (enabled) $("#message").focus();
+}
+
+// -- approval cards ----------------------------------------------------------------
+
+function upsertCard(approval) {
+  let card = state.cards.get(approval.proposal_id);
+  if (!card) {
+    card = buildCard(approval);
+    state.cards.set(approval.proposal_id, card);
+    $("#cards").prepend(card.el);
+  }
+  // A card that already shows its final answer keeps it; only its status follows.
+  card.approval = { ...card.approval, ...approval };
+  renderCard(card);
+  if (approval.execution_id && !card.receiptShown) loadReceipt(card, approval.execution_id);
+  refreshEmpty();
+  return card;
+}
+
+function buildCard(approval) {
+  const el = $("#card-template").content.firstElementChild.cloneNode(true);
+  const card = { el, approval, busy: false, keys: {}, receiptShown: false };
+  el.dataset.proposalId = approval.proposal_id;
+  $(".title", el).textContent = approval.title;
+  $(".operation", el).textContent = approval.operation;
+  $(".target", el).textContent = approval.target;
+  const rows = approval.fields.map((f) => {
+    const row = document.createElement("tr");
+    const name = document.createElement("th");
+    name.textContent = f.name;
+    const value = document.createElement("td");
+    value.textContent = f.display;
+    value.className = `field-${f.name}`;
+    row.append(name, value);
+    return row;
+  });
+  $(".fields tbody", el).replaceChildren(...rows);
+  $(".impact", el).textContent = approval.impact ? `Impact: ${approval.impact}` : "";
+  const flags = [];
+  if (approval.irreversible) flags.push("Irreversible");
+  if (approval.external) flags.push("Reaches an external system");
+  $(".flags", el).textContent = flags.join(" · ");
+  $(".flags", el).classList.toggle("warn", approval.irreversible);
+  $(".confirm", el).addEventListener("click", () => decide(card, "confirm"));
+  $(".decline", el).addEventListener("click", () => decide(card, "decline"));
+  $(".edit", el).addEventListener("click", () => openEdit(card));
+  $(".cancel-edit", el).addEventListener("click", () => closeEdit(card));
+  $(".edit-form", el).addEventListener("submit", (event) => {
+    event.preventDefault();
+    submitEdit(card);
+  });
+  return card;
+}
+
+function isOpen(card) {
+  const a = card.approval;
+  return a.status === "awaiting_confirmation" && a.pending;
+}
+
+function renderCard(card) {
+  const { el, approval } = card;
+  el.dataset.status = approval.status;
+  $(".status", el).textContent = STATUS_LABELS[approval.status] || approval.status;
+  const open = isOpen(card);
+  $(".actions", el).hidden = !open;
+  if (!open) $(".edit-form", el).hidden = true;
+  for (const button of el.querySelectorAll("button")) button.disabled = card.busy;
+  if (approval.error && open) showRefusal(card, approval.error);
+  tick(card);
+}
+
+function tick(card) {
+  const { el, approval } = card;
+  const countdown = $(".countdown", el);
+  if (approval.status !== "awaiting_confirmation") {
+    countdown.textContent = approval.status === "expired" ? `Expired at ${new Date(approval.expires_at).toLocaleTimeString()}` : "";
+    return;
+  }
+  const left = Date.parse(approval.expires_at) - serverNowMs();
+  if (left <= 0) {
+    // The server's clock decides; at the instant of expiry nothing can be confirmed.
+    card.approval = { ...approval, status: "expired", pending: false };
+    renderCard(card);
+    return;
+  }
+  const seconds = Math.ceil(left / 1000);
+  const mm = Math.floor(seconds / 60);
+  const ss = String(seconds % 60).padStart(2, "0");
+  countdown.textContent = `Expires in ${mm}:${ss}`;
+}
+
+function showRefusal(card, error) {
+  const p = $(".refusal", card.el);
+  p.textContent = describeError(error);
+  p.hidden = false;
+}
+
+function showResult(card, kind, lines) {
+  const box = $(".result", card.el);
+  box.dataset.kind = kind;
+  box.replaceChildren(
+    ...lines.map(([cls, text]) => {
+      const p = document.createElement("p");
+      p.className = cls;
+      p.textContent = text;
+      return p;
+    }),
+  );
+  box.hidden = false;
+  $(".refusal", card.el).hidden = true;
+}
+
+function showReceipt(card, receipt) {
+  card.receiptShown = true;
+  const amount = receipt.result && receipt.result.amount_display;
+  showResult(card, "receipt", [
+    ["headline", `Done: ${receipt.status}${amount ? ` (${amount})` : ""}`],
+    ["execution-id", `Execution ${receipt.execution_id}`],
+    ["provider-ref", receipt.provider_ref ? `Provider reference ${receipt.provider_ref}` : ""],
+    ["completed", receipt.completed_at ? `Completed ${new Date(receipt.completed_at).toLocaleString()}` : ""],
+  ].filter(([, text]) => text));
+}
+
+async function loadReceipt(card, executionId) {
+  card.receiptShown = true;
+  const r = await call("GET", `/v1/executions/${encodeURIComponent(executionId)}`);
+  if (r.ok) showReceipt(card, r.data);
+  else showResult(card, "refusal", [["headline", describeError(r.data)]]);
+}
+
+function setBusy(card, busy) {
+  card.busy = busy;
+  card.el.classList.toggle("busy", busy);
+  for (const button of card.el.querySelectorAll("button")) button.disabled = busy;
+}
+
+async function decide(card, action, extra = {}) {
+  if (card.busy || !isOpen(card)) return; // a second click while the first is in flight
+  setBusy(card, true);
+  // One key per intent: a retry of the same click sends the same key, an edit is new.
+  const key = action === "edit" ? newKey() : (card.keys[action] ||= newKey());
+  const r = await call("POST", `/v1/approvals/${encodeURIComponent(card.approval.proposal_id)}/decision`,
+    { action, ...extra }, { "Idempotency-Key": key });
+  setBusy(card, false);
+  if (r.ok) applyDecision(card, r.data);
+  else applyRefusal(card, r.data);
+}
+
+function applyDecision(card, result) {
+  card.approval = { ...card.approval, ...result.approval };
+  renderCard(card);
+  if (result.outcome === "executed") showReceipt(card, result.receipt);
+  else if (result.outcome === "edited") {
+    showResult(card, "edited", [["headline", "Replaced by the edited proposal"]]);
+    if (result.next_approval) upsertCard(result.next_approval);
+  } else {
+    showResult(card, "ended", [["headline", `${STATUS_LABELS[result.outcome]}: nothing was executed`]]);
+  }
+  result.messages.filter((m) => m.role !== "user").forEach(renderMessage);
+  result.pending.forEach((a) => upsertCard(a));
+}
+
+function applyRefusal(card, error) {
+  if (error && error.state) {
+    card.approval = { ...card.approval, ...error.state };
+    renderCard(card);
+  }
+  if (error && error.retryable && isOpen(card)) {
+    showRefusal(card, error); // still open: the buttons stay, a retry reuses the key
+    return;
+  }
+  if (error && error.state && error.state.execution_id && !error.retryable) {
+    loadReceipt(card, error.state.execution_id);
+    return;
+  }
+  if (isOpen(card)) showRefusal(card, error);
+  else showResult(card, "refusal", [["headline", `Refused: ${describeError(error)}`]]);
+}
+
+// -- editing -----------------------------------------------------------------------
+
+function openEdit(card) {
+  const form = $(".edit-form", card.el);
+  const inputs = card.approval.fields.map((f) => {
+    const label = document.createElement("label");
+    label.textContent = f.name;
+    const input = document.createElement("input");
+    input.name = f.name;
+    input.dataset.kind = typeof f.value;
+    input.value = typeof f.value === "string" ? f.value : JSON.stringify(f.value);
+    label.append(input);
+    return label;
+  });
+  $(".edit-fields", form).replaceChildren(...inputs);
+  form.hidden = false;
+  $(".actions", card.el).hidden = true;
+}
+
+function closeEdit(card) {
+  $(".edit-form", card.el).hidden = true;
+  renderCard(card);
+}
+
+function submitEdit(card) {
+  const args = {};
+  for (const input of card.el.querySelectorAll(".edit-fields input")) {
+    if (input.dataset.kind === "string") {
+      args[input.name] = input.value;
+      continue;
+    }
+    try {
+      args[input.name] = JSON.parse(input.value);
+    } catch (err) {
+      showRefusal(card, { code: "validation_failed", message: `${input.name} is not a valid value` });
+      return;
+    }
+  }
+  $(".edit-form", card.el).hidden = true;
+  decide(card, "edit", { args });
+}
+
+function refreshEmpty() {
+  $("#no-cards").hidden = state.cards.size > 0;
+}
+
+// -- wiring ------------------------------------------------------------------------
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("#login-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    $("#login-error").textContent = "";
+    signIn($("#api-key").value.trim());
+  });
+  $("#logout").addEventListener("click", () => signOut(""));
+  $("#threads").addEventListener("change", (event) => openThread(event.target.value));
+  $("#new-thread").addEventListener("click", async () => {
+    const made = await call("POST", "/v1/threads");
+    if (made.ok) await loadThreads(made.data.thread_id);
+  });
+  $("#composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = $("#message").value.trim();
+    if (!text) return;
+    $("#message").value = "";
+    sendMessage(text);
+  });
+  setInterval(() => state.cards.forEach(tick), 250);
+  const saved = sessionStorage.getItem(KEY_STORE);
+  if (saved) signIn(saved);
+  else showLogin();
+});

@@ -1,0 +1,272 @@
+"""The HTTP API in process: auth, the approval walk-through, replays, refusals, errors.
+
+Each scenario refunds its own fresh order, and counts what reached the provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from approval.service import Policy
+from graph.http import create_app
+from graph.runtime import Runtime
+from tests.integration.http_fixtures import (
+    make_key,
+    new_order,
+    provider_refunds,
+    seeded_database,
+    sse_events,
+    wait_for,
+)
+
+
+@pytest.fixture(scope="module")
+def url(create_database: Callable[[], str]) -> str:
+    return seeded_database(create_database)
+
+
+@pytest.fixture(scope="module")
+def client(url: str) -> Iterator[TestClient]:
+    runtime = Runtime.open(url, setup=False)
+    with TestClient(create_app(runtime)) as test_client:
+        yield test_client
+    runtime.close()
+
+
+@pytest.fixture(scope="module")
+def alice(url: str) -> dict[str, str]:
+    return {"Authorization": "Bearer " + make_key(url, "user_42", roles=("approver",))}
+
+
+@pytest.fixture(scope="module")
+def bob(url: str) -> dict[str, str]:
+    return {"Authorization": "Bearer " + make_key(url, "user_7")}
+
+
+def propose_refund(client: TestClient, who: dict[str, str], order_id: str) -> tuple[str, str]:
+    """Open a thread, ask for a refund, return (thread id, proposal id)."""
+    thread = client.post("/v1/threads", headers=who).json()["thread_id"]
+    reply = client.post(
+        f"/v1/threads/{thread}/messages",
+        headers=who,
+        json={"content": f"refund 10.00 CNY of {order_id} because it arrived broken"},
+    )
+    assert reply.status_code == 200
+    assert reply.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(reply.text)
+    kind, end = events[-1]
+    assert kind == "end" and end["status"] == "awaiting_approval", events
+    approvals = [data for kind, data in events if kind == "approval"]
+    assert [a["proposal_id"] for a in approvals] == [p["proposal_id"] for p in end["pending"]]
+    return thread, approvals[0]["proposal_id"]
+
+
+def decide(
+    client: TestClient, who: dict[str, str], pid: str, key: str, **body: Any
+) -> tuple[int, dict[str, Any]]:
+    body.setdefault("action", "confirm")
+    r = client.post(
+        f"/v1/approvals/{pid}/decision", headers={**who, "Idempotency-Key": key}, json=body
+    )
+    return r.status_code, r.json()
+
+
+def assert_error(body: dict[str, Any], code: str) -> None:
+    assert body["code"] == code, body
+    assert {"message", "retryable", "request_id"} <= body.keys()
+
+
+def test_requests_without_a_valid_key_are_refused(client: TestClient) -> None:
+    for headers in ({}, {"Authorization": "Bearer wgk_not-a-key"}, {"Authorization": "Basic x"}):
+        r = client.get("/v1/approvals", headers=headers)
+        assert r.status_code == 401
+        assert r.headers["www-authenticate"] == "Bearer"
+        assert_error(r.json(), "unauthorized")
+
+
+def test_identity_comes_from_the_key(client: TestClient, alice: dict[str, str]) -> None:
+    me = client.get("/v1/me", headers=alice).json()
+    assert (me["user_id"], me["tenant_id"], me["roles"]) == ("user_42", "tenant_hz", ["approver"])
+
+
+def test_a_body_naming_another_user_is_refused_and_changes_nothing(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    thread = client.post("/v1/threads", headers=alice).json()["thread_id"]
+    r = client.post(
+        f"/v1/threads/{thread}/messages",
+        headers=alice,
+        json={"content": "list orders", "user_id": "user_7", "tenant_id": "tenant_hz"},
+    )
+    assert r.status_code == 422
+    assert_error(r.json(), "validation_failed")
+    assert client.get(f"/v1/threads/{thread}", headers=alice).json()["messages"] == []
+
+
+def test_message_to_proposal_to_confirm_to_receipt(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    order = new_order(url)
+    thread, pid = propose_refund(client, alice, order)
+    pending = client.get("/v1/approvals", headers=alice).json()["approvals"]
+    card = next(a for a in pending if a["proposal_id"] == pid)
+    shown = {f["name"]: f["display"] for f in card["fields"]}
+    assert shown["amount_minor"] == "¥10.00" and card["irreversible"] is True
+    assert provider_refunds(url, order) == 0  # a proposal is a request, never a fact
+
+    status, result = decide(client, alice, pid, "click-1")
+    assert status == 200, result
+    assert (result["outcome"], result["replayed"], result["receipt"]["status"]) == (
+        "executed",
+        False,
+        "succeeded",
+    )
+    assert result["approval"]["status"] == "executed" and result["pending"] == []
+    assert any(m["role"] == "assistant" and "succeeded" in m["content"] for m in result["messages"])
+    assert provider_refunds(url, order) == 1
+
+    receipt = client.get(f"/v1/executions/{result['receipt']['execution_id']}", headers=alice)
+    assert receipt.json() == result["receipt"]
+    view = client.get(f"/v1/threads/{thread}", headers=alice).json()
+    assert [a["status"] for a in view["approvals"]] == ["executed"] and view["pending"] == []
+    audit = client.get("/v1/audit", headers=alice, params={"proposal_id": pid}).json()["rows"]
+    assert {"propose", "decide", "execute"} <= {row["event"] for row in audit}
+
+
+def test_a_second_confirm_answers_with_the_first_receipt(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    order = new_order(url)
+    _, pid = propose_refund(client, alice, order)
+    first = decide(client, alice, pid, "first")
+    other_click = decide(client, alice, pid, "second")
+    same_click = decide(client, alice, pid, "first")
+    assert first[0] == other_click[0] == same_click[0] == 200
+    assert first[1]["receipt"] == other_click[1]["receipt"] == same_click[1]["receipt"]
+    assert other_click[1]["replayed"] and same_click[1]["replayed"]
+    reused = decide(client, alice, pid, "first", action="decline")
+    assert reused[0] == 409 and reused[1]["code"] == "idempotency_conflict"
+    too_late = decide(client, alice, pid, "third", action="decline")
+    assert too_late[0] == 409 and too_late[1]["code"] == "already_consumed"
+    assert too_late[1]["state"]["status"] == "executed"
+    assert provider_refunds(url, order) == 1
+
+
+def test_someone_elses_proposal_and_thread_are_not_found(
+    client: TestClient, url: str, alice: dict[str, str], bob: dict[str, str]
+) -> None:
+    order = new_order(url)
+    thread, pid = propose_refund(client, alice, order)
+    status, body = decide(client, bob, pid, "bob-click")
+    assert status == 404 and body["code"] == "not_found"
+    missing = decide(client, bob, "prop_does_not_exist", "bob-click-2")
+    assert missing[0] == 404 and set(missing[1]) == set(body) - {"details"} | {"details"}
+    assert client.get(f"/v1/threads/{thread}", headers=bob).status_code == 404
+    assert client.get(f"/v1/approvals/{pid}", headers=bob).status_code == 404
+    assert client.get(f"/v1/approvals/{pid}", headers=alice).json()["pending"] is True
+    assert provider_refunds(url, order) == 0
+
+
+def test_declined_stays_declined(client: TestClient, url: str, alice: dict[str, str]) -> None:
+    order = new_order(url)
+    thread, pid = propose_refund(client, alice, order)
+    status, result = decide(client, alice, pid, "no", action="decline", reason="wrong amount")
+    assert status == 200 and result["outcome"] == "declined"
+    assert any("declined" in m["content"] for m in result["messages"] if m["role"] == "tool")
+    status, body = decide(client, alice, pid, "yes-after-all")
+    assert status == 409 and body["code"] == "declined" and body["state"]["status"] == "declined"
+    assert decide(client, alice, pid, "no-again", action="decline")[1]["replayed"] is True
+    assert provider_refunds(url, order) == 0
+    more = client.post(f"/v1/threads/{thread}/messages", headers=alice, json={"content": "hi"})
+    assert sse_events(more.text)[-1][1]["status"] == "done"
+
+
+def test_edit_makes_a_new_proposal_to_decide(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    order = new_order(url)
+    _, pid = propose_refund(client, alice, order)
+    bad = decide(client, alice, pid, "edit-bad", action="edit", args={"order_id": order})
+    assert bad[0] == 422 and bad[1]["code"] in ("validation_failed", "clarification_needed")
+    args = {"order_id": order, "amount_minor": 500, "currency": "CNY", "reason": "partial"}
+    status, result = decide(client, alice, pid, "edit-1", action="edit", args=args)
+    assert status == 200 and result["outcome"] == "edited", result
+    successor = result["next_approval"]
+    assert successor["pending"] and {f["name"]: f["value"] for f in successor["fields"]} == args
+    assert result["approval"]["status"] == "superseded"
+    old = decide(client, alice, pid, "confirm-old")
+    assert old[0] == 409 and old[1]["code"] == "proposal_superseded"
+    status, done = decide(client, alice, successor["proposal_id"], "confirm-new")
+    assert status == 200 and done["receipt"]["result"]["amount_minor"] == 500
+    assert provider_refunds(url, order) == 1
+
+
+def test_a_thread_with_a_pending_approval_takes_no_new_message(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    thread, pid = propose_refund(client, alice, new_order(url))
+    r = client.post(f"/v1/threads/{thread}/messages", headers=alice, json={"content": "hello"})
+    assert r.status_code == 409 and r.json()["code"] == "approval_pending"
+    assert r.json()["details"]["proposal_ids"] == [pid]
+
+
+def test_an_expired_approval_is_gone(url: str, alice: dict[str, str]) -> None:
+    runtime = Runtime.open(url, setup=False, policy=Policy(proposal_ttl=timedelta(seconds=1)))
+    try:
+        with TestClient(create_app(runtime)) as client:
+            order = new_order(url)
+            thread, pid = propose_refund(client, alice, order)
+            with psycopg.connect(url, autocommit=True) as conn:  # now() per statement
+                query = "SELECT now() >= expires_at FROM wg_proposals WHERE proposal_id = %s"
+                wait_for(lambda: conn.execute(query, (pid,)).fetchone()[0], what="expiry")
+            pending = client.get("/v1/approvals", headers=alice).json()["approvals"]
+            assert pid not in [a["proposal_id"] for a in pending]
+            status, body = decide(client, alice, pid, "late")
+            assert status == 410 and body["code"] == "proposal_expired"
+            assert body["state"]["status"] == "expired"
+            assert provider_refunds(url, order) == 0
+            more = client.post(
+                f"/v1/threads/{thread}/messages", headers=alice, json={"content": "hi"}
+            )
+            assert more.status_code == 200 and sse_events(more.text)[-1][1]["status"] == "done"
+    finally:
+        runtime.close()
+
+
+def test_bad_input_gets_the_error_shape_never_500(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    cases = [
+        client.post("/v1/approvals/p/decision", headers=alice, json={"action": "confirm"}),
+        client.post(
+            "/v1/approvals/p/decision",
+            headers={**alice, "Idempotency-Key": "k"},
+            json={"action": "approve"},
+        ),
+        client.get("/v1/threads/has%20space", headers=alice),
+        client.get("/v1/approvals", headers=alice, params={"limit": 0}),
+        client.post("/v1/threads/th_x/messages", headers=alice, content=b"{not json"),
+    ]
+    for r in cases:
+        assert r.status_code == 422, r.text
+        assert_error(r.json(), "validation_failed")
+    unknown = client.get("/v1/nowhere", headers=alice)
+    assert unknown.status_code == 404 and unknown.json()["code"] == "not_found"
+
+
+def test_health_metrics_and_page(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok", "database": "ok"}
+    metrics = client.get("/metrics")
+    assert (
+        'writegate_http_requests_total{method="POST",route="/v1/approvals/{proposal_id}/decision"'
+        in metrics.text
+    )
+    page = client.get("/")
+    assert page.status_code == 200 and "Approvals" in page.text
+    assert client.get("/static/app.js").status_code == 200
