@@ -1,11 +1,12 @@
 """Build the writegate state graph.
 
-    START -> agent -(router)-> read ------------------------> join -> agent ...
-                             -> propose -> approval -> execute -> join
-                             -> refuse (duplicate tool-call ids) -> join
+    START -> agent -(router)-> read ----------------------------> join -> agent ...
+                             -> propose -> approval (+ execute) -> join
+                             -> refuse (duplicate tool calls) ---> join
 
 Each write call travels its own branch (LangGraph `Send`), so several writes in one
-model turn get one proposal and one interrupt each.
+model turn get one proposal and one interrupt each. A confirmed write executes inside
+its `approval` branch, so it never waits for the answers to its sibling writes.
 """
 
 from __future__ import annotations
@@ -36,8 +37,7 @@ def build_graph(
     builder.add_node("agent", nodes.agent)
     builder.add_node("read", nodes.read, destinations=("join",))
     builder.add_node("propose", nodes.propose, destinations=("approval", "join"))
-    builder.add_node("approval", nodes.approval, destinations=("execute", "join"))
-    builder.add_node("execute", nodes.execute, destinations=("join",))
+    builder.add_node("approval", nodes.approval, destinations=("join",))
     builder.add_node("refuse", nodes.refuse, destinations=("join",))
     builder.add_node("join", nodes.join, destinations=("agent",))
     builder.add_edge(START, "agent")

@@ -1,15 +1,17 @@
-"""The graph's nodes: agent, router, read, propose, approval, execute, join.
+"""The graph's nodes: agent, router, read, propose, approval (which executes), join.
 
 A write tool call is a request, never a fact: the router sends it to `propose`, which
 freezes a proposal; `approval` pauses on `interrupt()` until a structured decision
-arrives; only then does `execute` consume the confirmation token. LangGraph re-runs a
-node from its start on resume, so `approval` does nothing with a side effect before
-`interrupt()` returns, and every call it makes after is idempotent.
+arrives; only then does it consume the confirmation token and execute. LangGraph
+re-runs a node from its start on resume, so `approval` does nothing with a side effect
+before `interrupt()` returns, and every call it makes after is idempotent.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
@@ -17,6 +19,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command, Send, interrupt
 
+from approval.canonical import digest
 from approval.decisions import Edit, parse_decision
 from approval.errors import (
     ProposalNotPending,
@@ -41,6 +44,10 @@ SYSTEM_PROMPT = (
 )
 
 
+# A confirmed proposal is still editable: a node re-run after a crash replays the edit.
+_EDITABLE = (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED)
+
+
 class MissingIdentity(RuntimeError):
     """The host did not say who is acting; writegate never guesses it."""
 
@@ -56,6 +63,11 @@ def identity_of(config: RunnableConfig) -> Identity:
         )
     roles = conf.get("roles") or ()
     return Identity(user, tenant, frozenset(roles))
+
+
+def _request_of(call: Mapping[str, Any]) -> str:
+    """A write call's name and arguments as one comparable string (key order aside)."""
+    return json.dumps([call["name"], call["args"]], sort_keys=True, default=str)
 
 
 def thread_of(config: RunnableConfig) -> str:
@@ -81,6 +93,7 @@ class Nodes:
         if not isinstance(last, AIMessage) or not last.tool_calls:
             return END
         counts = Counter(call["id"] for call in last.tool_calls)
+        writes: dict[str, str | None] = {}  # (name, arguments) -> the first call that asked for it
         sends = []
         for call in last.tool_calls:
             name = call["name"]
@@ -88,17 +101,33 @@ class Nodes:
                 sends.append(Send("refuse", {"call": call}))
             elif name in self.rt.registry and not self.rt.registry.get(name).requires_approval:
                 sends.append(Send("read", {"call": call}))
+            elif (same := writes.setdefault(_request_of(call), call["id"])) != call["id"]:
+                # The same write twice in one turn: the parallel branches would race for
+                # one proposal. Only the first is proposed; the twin is told why not.
+                sends.append(Send("refuse", {"call": call, "twin_of": same}))
             else:  # writes, and unknown names (propose refuses them with a clear error)
                 sends.append(Send("propose", {"call": call}))
         return sends
 
     def refuse(self, branch: dict[str, Any]) -> Command[str]:
-        """Two calls sharing one id would share one approval: refuse them both."""
-        call = branch["call"]
-        exc = ValidationFailed(
-            "two tool calls in one turn share this id; nothing was proposed for either",
-            tool_call_id=call["id"],
-        )
+        """Two calls sharing one id would share one approval: refuse them both.
+
+        A second call asking for exactly the same write as an earlier one of its turn is
+        refused too; the earlier one carries the request.
+        """
+        call, twin = branch["call"], branch.get("twin_of")
+        if twin:
+            exc = ValidationFailed(
+                f"the same write was already requested in this turn by call {twin}; "
+                "nothing was proposed for this duplicate",
+                tool_call_id=call["id"],
+                duplicate_of=twin,
+            )
+        else:
+            exc = ValidationFailed(
+                "two tool calls in one turn share this id; nothing was proposed for either",
+                tool_call_id=call["id"],
+            )
         return Command(
             update={"messages": [tool_error(call["id"], call["name"], exc)]}, goto="join"
         )
@@ -143,7 +172,7 @@ class Nodes:
         proposal = self.rt.service.get_proposal(identity, branch["proposal_id"])
         error: WritegateError | None = None
         while True:
-            ended = self._ended(call, proposal)
+            ended = self._ended(call, identity, proposal)
             if ended is not None:
                 return ended
             answer = interrupt(approval_request(proposal, error))
@@ -156,12 +185,11 @@ class Nodes:
                 error = exc  # ask again, showing why the answer was refused
                 continue
             if isinstance(outcome, Confirmation):
-                return Command(
-                    goto=Send(
-                        "execute",
-                        {"call": call, "proposal_id": proposal.proposal_id, "token": outcome.token},
-                    )
-                )
+                # Executed here, not in a node of its own: that node would only run once
+                # every sibling write of this turn was answered too (one superstep), so a
+                # confirmed write would wait on unrelated questions while its token
+                # expired. This also keeps the one-time token out of the checkpoint.
+                return self._execute(call, identity, proposal.proposal_id, outcome.token)
             if isinstance(outcome, Ended):
                 return self._finish(
                     call, proposal_error(outcome.proposal.status, proposal.proposal_id)
@@ -175,16 +203,21 @@ class Nodes:
         if isinstance(decision, Edit) and proposal.status is ProposalStatus.SUPERSEDED:
             current = self.rt.service.get_proposal(identity, proposal.superseded_by or "")
             return current
+        if isinstance(decision, Edit) and proposal.status in _EDITABLE:
+            # An edit that changes nothing keeps the question as it is. The ledger would
+            # otherwise find this very proposal as the "open one" for the edited
+            # arguments and mark it superseded by itself, so it could never be confirmed.
+            spec = self.rt.registry.get(proposal.operation)
+            if digest(spec.normalize(decision.args)) == proposal.args_digest:
+                return proposal
         return self.rt.service.decide(identity, decision)
 
-    def _ended(self, call: dict[str, Any], proposal: Proposal) -> Command[Any] | None:
+    def _ended(
+        self, call: dict[str, Any], identity: Identity, proposal: Proposal
+    ) -> Command[Any] | None:
         """A proposal that is already past its question (a re-run after a crash)."""
         if proposal.status is ProposalStatus.EXECUTED:
-            return Command(
-                goto=Send(
-                    "execute", {"call": call, "proposal_id": proposal.proposal_id, "token": ""}
-                )
-            )
+            return self._execute(call, identity, proposal.proposal_id, "")
         exc = proposal_error(proposal.status, proposal.proposal_id)
         if proposal.status is ProposalStatus.SUPERSEDED or exc is None:
             return None
@@ -197,18 +230,16 @@ class Nodes:
             update={"messages": [tool_error(call["id"], call["name"], exc)]}, goto="join"
         )
 
-    def execute(self, branch: dict[str, Any], config: RunnableConfig) -> Command[str]:
-        call, identity = branch["call"], identity_of(config)
+    def _execute(
+        self, call: dict[str, Any], identity: Identity, proposal_id: str, token: str
+    ) -> Command[str]:
         try:
-            if branch["token"]:
+            if token:
                 receipt = self.rt.executor.execute(
-                    identity,
-                    branch["token"],
-                    proposal_id=branch["proposal_id"],
-                    operation=call["name"],
+                    identity, token, proposal_id=proposal_id, operation=call["name"]
                 )
             else:  # re-run after the token was consumed: report, never re-execute
-                receipt = self._existing_receipt(branch["proposal_id"], identity)
+                receipt = self._existing_receipt(proposal_id, identity)
             message = tool_result(call["id"], call["name"], receipt_content(receipt))
         except WritegateError as exc:
             receipt_dict = exc.details.get("receipt")
