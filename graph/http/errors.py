@@ -168,3 +168,16 @@ _DESCRIPTIONS = {
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI error responses for a route: each one is an ErrorBody."""
     return {code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]} for code in codes}
+
+
+def json_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The same, spelled out as JSON for a route whose success is not JSON (SSE):
+    with `model`, FastAPI would document them in the route's own media type."""
+    schema = {"$ref": "#/components/schemas/ErrorBody"}
+    return {
+        code: {
+            "description": _DESCRIPTIONS[code],
+            "content": {"application/json": {"schema": schema}},
+        }
+        for code in codes
+    }

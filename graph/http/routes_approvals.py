@@ -8,7 +8,7 @@ names the click: sending it again returns the first answer.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
@@ -20,6 +20,7 @@ from graph.http.schemas import (
     ID_PATTERN,
     IDEMPOTENCY_KEY_PATTERN,
     ApprovalList,
+    ApprovalQuery,
     ApprovalView,
     DecisionIn,
     DecisionResult,
@@ -34,18 +35,15 @@ Svc = Annotated[Services, Depends(services)]
 
 @router.get("", response_model=ApprovalList, responses=responses(401, 422))
 def list_approvals(
-    identity: CurrentIdentity,
-    svc: Svc,
-    status: Annotated[Literal["pending", "all"], Query()] = "pending",
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    identity: CurrentIdentity, svc: Svc, query: Annotated[ApprovalQuery, Query()]
 ) -> ApprovalList:
     """`pending`: awaiting a decision, not expired, with a question open in its thread.
     `all`: the caller's most recent approvals, any status (history)."""
-    now = svc.store.now()
+    now, status = svc.store.now(), query.status
     if status == "pending":
-        rows = svc.store.pending_proposals(identity, limit)
+        rows = svc.store.pending_proposals(identity, query.limit)
     else:
-        rows = svc.store.recent_proposals(identity, limit)
+        rows = svc.store.recent_proposals(identity, query.limit)
     questions: dict[str, dict] = {}
     for thread_id in dict.fromkeys(
         r["thread_id"] for r in rows if r["status"] == "awaiting_confirmation"

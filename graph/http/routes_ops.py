@@ -11,7 +11,7 @@ from approval.errors import NotFound, Unavailable
 from approval.outcomes import receipt_of
 from graph.http.auth import CurrentIdentity, CurrentPrincipal
 from graph.http.errors import responses
-from graph.http.schemas import ID_PATTERN, AuditList, AuditRow, Health, Me, Receipt
+from graph.http.schemas import ID_PATTERN, AuditList, AuditQuery, AuditRow, Health, Me, Receipt
 from graph.http.services import Services, services
 from graph.http.views import receipt_view
 
@@ -56,17 +56,14 @@ def read_receipt(
 
 
 @router.get("/v1/audit", response_model=AuditList, responses=responses(401, 422), tags=["audit"])
-def audit(
-    identity: CurrentIdentity,
-    svc: Svc,
-    thread_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
-    proposal_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 200,
-) -> AuditList:
+def audit(identity: CurrentIdentity, svc: Svc, query: Annotated[AuditQuery, Query()]) -> AuditList:
     """Audit rows of the caller's tenant: every tool call, decision and execution.
     Callers with the `auditor` role see the whole tenant; others see their own rows."""
     rows = svc.runtime.store.audit_rows(
-        identity.tenant_id, thread_id=thread_id, proposal_id=proposal_id, limit=limit
+        identity.tenant_id,
+        thread_id=query.thread_id,
+        proposal_id=query.proposal_id,
+        limit=query.limit,
     )
     everyone = AUDITOR_ROLE in identity.roles
     return AuditList(

@@ -18,8 +18,15 @@ from langgraph.types import Command
 from approval.errors import NotFound
 from approval.models import Identity
 from graph.http.auth import CurrentIdentity
-from graph.http.errors import request_id, responses
-from graph.http.schemas import ID_PATTERN, MessageIn, ThreadList, ThreadSummary, ThreadView
+from graph.http.errors import json_responses, request_id, responses
+from graph.http.schemas import (
+    ID_PATTERN,
+    MessageIn,
+    ThreadList,
+    ThreadQuery,
+    ThreadSummary,
+    ThreadView,
+)
 from graph.http.services import Services, services
 from graph.http.sse import EventStreamResponse, relay
 
@@ -53,10 +60,10 @@ def create_thread(identity: CurrentIdentity, svc: Svc) -> ThreadSummary:
 
 @router.get("", response_model=ThreadList, responses=responses(401, 422))
 def list_threads(
-    identity: CurrentIdentity, svc: Svc, limit: Annotated[int, Query(ge=1, le=200)] = 50
+    identity: CurrentIdentity, svc: Svc, query: Annotated[ThreadQuery, Query()]
 ) -> ThreadList:
     """The caller's threads, newest first."""
-    rows = svc.store.list_threads(identity, limit)
+    rows = svc.store.list_threads(identity, query.limit)
     return ThreadList(
         threads=[ThreadSummary(thread_id=r["thread_id"], created_at=r["created_at"]) for r in rows]
     )
@@ -80,7 +87,7 @@ def read_thread(thread_id: ThreadId, identity: CurrentIdentity, svc: Svc) -> Thr
 @router.post(
     "/{thread_id}/messages",
     response_class=EventStreamResponse,
-    responses={200: SSE_DOC, **responses(401, 404, 409, 422)},
+    responses={200: SSE_DOC, **json_responses(401, 404, 409, 422)},
 )
 async def post_message(
     thread_id: ThreadId, message: MessageIn, identity: CurrentIdentity, svc: Svc, request: Request

@@ -188,6 +188,28 @@ class DecisionResult(_Out):
     pending: list[ApprovalView]
 
 
+# -- query strings (unknown parameters are refused, like unknown body fields) --------
+
+
+class ThreadQuery(_In):
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class ApprovalQuery(_In):
+    status: Literal["pending", "all"] = Field(
+        default="pending",
+        description="pending: awaiting a decision, not expired, with a question open in "
+        "its thread; all: the most recent approvals, any status (history).",
+    )
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class AuditQuery(_In):
+    thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    proposal_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    limit: int = Field(default=200, ge=1, le=500)
+
+
 # -- the rest -------------------------------------------------------------------------
 
 
