@@ -1,12 +1,12 @@
 """Build the writegate state graph.
 
-    START -> agent -(router)-> read ----------------------------> join -> agent ...
-                             -> propose -> approval (+ execute) -> join
-                             -> refuse (duplicate tool calls) ---> join
+    START -> agent -(router)-> read --------------------------------> join -> agent ...
+                             -> write [propose -> approval -> execute] -> join
+                             -> refuse (duplicate tool calls) -------> join
 
-Each write call travels its own branch (LangGraph `Send`), so several writes in one
-model turn get one proposal and one interrupt each. A confirmed write executes inside
-its `approval` branch, so it never waits for the answers to its sibling writes.
+Each write call travels its own `write` subgraph (fanned out with `Send`), so several
+writes in one model turn get one proposal and one interrupt each, and a confirmed
+write executes at once even while its siblings still wait for their answers.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from langgraph.graph.state import CompiledStateGraph
 from graph.model import build_chat_model
 from graph.nodes import Nodes
 from graph.runtime import Runtime
+from graph.write_branch import build_write_branch
 
 
 def build_graph(
@@ -33,13 +34,14 @@ def build_graph(
     leave it None under LangGraph Server, which supplies its own."""
     model = model or build_chat_model(runtime.registry.openai_tools())
     nodes = Nodes(runtime, model)
-    builder: Any = StateGraph(MessagesState)  # nodes take branch payloads, not the state
+    builder: Any = StateGraph(MessagesState)  # branch nodes take Send payloads
     builder.add_node("agent", nodes.agent)
-    builder.add_node("read", nodes.read, destinations=("join",))
-    builder.add_node("propose", nodes.propose, destinations=("approval", "join"))
-    builder.add_node("approval", nodes.approval, destinations=("join",))
-    builder.add_node("refuse", nodes.refuse, destinations=("join",))
+    builder.add_node("read", nodes.read)
+    builder.add_node("write", build_write_branch(runtime))
+    builder.add_node("refuse", nodes.refuse)
     builder.add_node("join", nodes.join, destinations=("agent",))
     builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", nodes.route, ["read", "propose", "refuse", "__end__"])
+    builder.add_conditional_edges("agent", nodes.route, ["read", "write", "refuse", "__end__"])
+    for branch in ("read", "write", "refuse"):
+        builder.add_edge(branch, "join")
     return builder.compile(checkpointer=checkpointer, name="writegate")

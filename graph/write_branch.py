@@ -1,0 +1,165 @@
+"""One write tool call's branch: propose -> approval -> execute, as a subgraph.
+
+Each write call of a model turn runs in its own instance of this subgraph (the parent
+fans out with `Send`). Being a subgraph gives each branch its own supersteps: a write
+confirmed while its sibling still waits for an answer executes at once, instead of
+waiting for the whole turn's questions to be answered.
+
+LangGraph re-runs a node from its start on resume, so `approval` does nothing with a
+side effect before `interrupt()` returns, and every call it makes after is idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import interrupt
+
+from approval.canonical import digest
+from approval.decisions import Edit, parse_decision
+from approval.errors import ProposalNotPending, WritegateError
+from approval.models import Identity, Proposal, ProposalStatus
+from approval.outcomes import execution_outcome, proposal_error
+from approval.service import Confirmation, Ended
+from graph.identity import identity_of, thread_of
+from graph.messages import approval_request, receipt_content, tool_error, tool_result
+from graph.runtime import Runtime
+
+# A confirmed proposal is still editable: a node re-run after a crash replays the edit.
+_EDITABLE = (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED)
+# Answers after which the question is over: report, do not ask again.
+_FINAL_CODES = ("proposal_expired", "proposal_not_pending", "already_consumed")
+
+
+class WriteState(TypedDict, total=False):
+    call: dict[str, Any]
+    proposal_id: str
+    # The one-time token, from the confirm to its use in `execute`; cleared after.
+    token: str
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+class WriteOutput(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+class WriteBranch:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+
+    def propose(self, state: WriteState, config: RunnableConfig) -> dict[str, Any]:
+        call = state["call"]
+        try:
+            proposal = self.rt.service.propose(
+                identity_of(config),
+                thread_id=thread_of(config),
+                tool_call_id=call["id"],
+                tool_name=call["name"],
+                raw_args=call["args"],
+            )
+        except WritegateError as exc:
+            return {"messages": [tool_error(call["id"], call["name"], exc)]}
+        return {"proposal_id": proposal.proposal_id}
+
+    def approval(self, state: WriteState, config: RunnableConfig) -> dict[str, Any]:
+        """Ask, and keep asking until a valid structured decision for this proposal.
+
+        Before `interrupt()` this node only reads. A refused answer (free text, another
+        proposal's id) is shown back with its error, and the same question stands.
+        """
+        call, identity = state["call"], identity_of(config)
+        proposal = self.rt.service.get_proposal(identity, state["proposal_id"])
+        error: WritegateError | None = None
+        while True:
+            if proposal.status is ProposalStatus.EXECUTED:  # a re-run after the execution
+                return {"proposal_id": proposal.proposal_id, "token": ""}
+            ended = proposal_error(proposal.status, proposal.proposal_id)
+            if ended is not None and proposal.status is not ProposalStatus.SUPERSEDED:
+                return self._finish(call, ended)
+            answer = interrupt(approval_request(proposal, error))
+            try:
+                decision = parse_decision(answer, asked_proposal_id=proposal.proposal_id)
+                outcome = self._decide(identity, proposal, decision)
+            except WritegateError as exc:
+                if exc.code in _FINAL_CODES:
+                    return self._finish(call, exc)
+                error = exc  # ask again, showing why the answer was refused
+                continue
+            if isinstance(outcome, Confirmation):
+                return {"proposal_id": proposal.proposal_id, "token": outcome.token}
+            if isinstance(outcome, Ended):
+                status = outcome.proposal.status
+                return self._finish(call, proposal_error(status, proposal.proposal_id))
+            proposal, error = outcome, None  # an edit: a new proposal, a fresh preview
+
+    def _decide(
+        self, identity: Identity, proposal: Proposal, decision: Any
+    ) -> Confirmation | Ended | Proposal:
+        """Decide; a node re-run after an edit finds the edit already made and reuses it."""
+        if isinstance(decision, Edit) and proposal.status is ProposalStatus.SUPERSEDED:
+            return self.rt.service.get_proposal(identity, proposal.superseded_by or "")
+        if isinstance(decision, Edit) and proposal.status in _EDITABLE:
+            # An edit that changes nothing keeps the question as it is.
+            spec = self.rt.registry.get(proposal.operation)
+            if digest(spec.normalize(decision.args)) == proposal.args_digest:
+                return proposal
+        return self.rt.service.decide(identity, decision)
+
+    @staticmethod
+    def _finish(call: dict[str, Any], exc: WritegateError | None) -> dict[str, Any]:
+        exc = exc or ProposalNotPending()
+        return {"messages": [tool_error(call["id"], call["name"], exc)]}
+
+    def execute(self, state: WriteState, config: RunnableConfig) -> dict[str, Any]:
+        """Consume the token and execute, or (no token: a re-run) report what happened."""
+        call, identity = state["call"], identity_of(config)
+        proposal_id, token = state["proposal_id"], state.get("token", "")
+        try:
+            if token:
+                receipt = self.rt.executor.execute(
+                    identity, token, proposal_id=proposal_id, operation=call["name"]
+                )
+            else:
+                receipt = self._existing_receipt(proposal_id, identity)
+            message = tool_result(call["id"], call["name"], receipt_content(receipt))
+        except WritegateError as exc:
+            first = exc.details.get("receipt")
+            if exc.code == "already_consumed" and first:
+                message = tool_result(call["id"], call["name"], {**first})
+            else:
+                message = tool_error(call["id"], call["name"], exc)
+        return {"messages": [message], "token": ""}
+
+    def _existing_receipt(self, proposal_id: str, identity: Identity) -> Any:
+        with self.rt.store.transaction() as tx:
+            execution = tx.get_execution(proposal_id=proposal_id)
+        if execution is None or execution.subject != identity.user_id:
+            raise ProposalNotPending(proposal_id=proposal_id)
+        return execution_outcome(execution)
+
+    @staticmethod
+    def after_propose(state: WriteState) -> str:
+        return END if state.get("messages") else "approval"
+
+    @staticmethod
+    def after_approval(state: WriteState) -> str:
+        return END if state.get("messages") else "execute"
+
+
+def build_write_branch(runtime: Runtime) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Compiled without a checkpointer: it shares the parent's, in its own namespace."""
+    branch = WriteBranch(runtime)
+    builder: Any = StateGraph(WriteState, output_schema=WriteOutput)
+    builder.add_node("propose", branch.propose)
+    builder.add_node("approval", branch.approval)
+    builder.add_node("execute", branch.execute)
+    builder.add_edge(START, "propose")
+    builder.add_conditional_edges("propose", branch.after_propose, ["approval", END])
+    builder.add_conditional_edges("approval", branch.after_approval, ["execute", END])
+    builder.add_edge("execute", END)
+    return builder.compile(name="write")
