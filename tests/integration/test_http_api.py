@@ -5,18 +5,21 @@ Each scenario refunds its own fresh order, and counts what reached the provider.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from approval.service import Policy
-from graph.http import create_app
+from graph.http import Settings, create_app
 from graph.runtime import Runtime
 from tests.integration.http_fixtures import (
+    ThreadServer,
     make_key,
     new_order,
     provider_refunds,
@@ -24,6 +27,7 @@ from tests.integration.http_fixtures import (
     sse_events,
     wait_for,
 )
+from tools.provider import SimulatedProvider
 
 
 @pytest.fixture(scope="module")
@@ -270,3 +274,59 @@ def test_health_metrics_and_page(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200 and "Approvals" in page.text
     assert client.get("/static/app.js").status_code == 200
+
+
+class Gate:
+    """Provider faults that hold a refund inside the provider until released."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def before_refund(self, idempotency_key: str) -> None:
+        self.entered.set()
+        self.release.wait(timeout=30)
+
+    def after_refund(self, idempotency_key: str, result: dict[str, Any]) -> None:
+        return None
+
+    def before_lookup(self, idempotency_key: str) -> None:
+        return None
+
+
+def test_a_second_click_while_the_first_executes_waits_for_it(
+    url: str, alice: dict[str, str]
+) -> None:
+    gate = Gate()
+    runtime = Runtime.open(url, setup=False, provider=SimulatedProvider(url, faults=gate))
+    app = create_app(runtime, settings=Settings(decision_lock_wait_s=0.3))
+    try:
+        with ThreadServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+            order = new_order(url)
+            thread = http.post("/v1/threads", headers=alice).json()["thread_id"]
+            text = f"refund 2.00 CNY of {order} because it is scratched"
+            http.post(f"/v1/threads/{thread}/messages", headers=alice, json={"content": text})
+            pid = http.get("/v1/approvals", headers=alice).json()["approvals"][0]["proposal_id"]
+
+            def click(key: str) -> httpx.Response:
+                headers = {**alice, "Idempotency-Key": key}
+                body = {"action": "confirm"}
+                return http.post(f"/v1/approvals/{pid}/decision", headers=headers, json=body)
+
+            first: list[httpx.Response] = []
+            worker = threading.Thread(target=lambda: first.append(click("click-a")))
+            worker.start()
+            assert gate.entered.wait(timeout=20)  # the first click is inside the provider
+            busy = click("click-b")
+            assert busy.status_code == 409, busy.text
+            assert (busy.json()["code"], busy.json()["retryable"]) == ("in_progress", True)
+            gate.release.set()
+            worker.join(timeout=30)
+            again = click("click-b")  # a retryable answer was not stored: ask again
+            assert first[0].status_code == again.status_code == 200, again.text
+            assert again.json()["replayed"] and first[0].json()["replayed"] is False
+            assert again.json()["receipt"] == first[0].json()["receipt"]
+            assert provider_refunds(url, order) == 1
+    finally:
+        gate.release.set()
+        runtime.close()
