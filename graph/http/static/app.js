@@ -136,11 +136,12 @@ async function openThread(threadId) {
   $("#messages").replaceChildren();
   $("#chat-error").textContent = "";
   const r = await call("GET", `/v1/threads/${encodeURIComponent(threadId)}`);
-  if (!r.ok) return;
+  if (!r.ok || state.thread !== threadId) return; // another thread was opened meanwhile
   setClock(r.data.now);
   r.data.messages.forEach(renderMessage);
   r.data.approvals.forEach((a) => upsertCard(a));
   refreshEmpty();
+  $("#app").dataset.loadedThread = threadId;
 }
 
 // -- messages ----------------------------------------------------------------------

@@ -1,0 +1,199 @@
+"""The approval page in a real headless Chromium (Debian's, driven by Playwright).
+
+A person signs in with an API key, asks for a refund, sees the exact preview as a
+card, and decides. Waiting uses Playwright's auto-waiting `expect`, never a sleep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from approval.service import Policy
+from graph.http import create_app
+from graph.runtime import Runtime
+from tests.integration.http_fixtures import (
+    ROOT,
+    ThreadServer,
+    make_key,
+    new_order,
+    provider_refunds,
+    seeded_database,
+)
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SHORT_TTL = timedelta(seconds=4)
+
+
+@pytest.fixture(scope="module")
+def url(create_database: Callable[[], str]) -> str:
+    return seeded_database(create_database)
+
+
+@pytest.fixture(scope="module")
+def key(url: str) -> str:
+    return make_key(url, "user_42", roles=("approver",))
+
+
+def _serve(url: str, policy: Policy | None = None) -> Iterator[str]:
+    runtime = Runtime.open(url, setup=False, policy=policy)
+    try:
+        with ThreadServer(create_app(runtime)) as server:
+            yield server.url
+    finally:
+        runtime.close()
+
+
+@pytest.fixture(scope="module")
+def site(url: str) -> Iterator[str]:
+    yield from _serve(url)
+
+
+@pytest.fixture(scope="module")
+def short_site(url: str) -> Iterator[str]:
+    """The same service with proposals that expire after a few seconds."""
+    yield from _serve(url, Policy(proposal_ttl=SHORT_TTL))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail("the browser tests need Debian's chromium: apt-get install chromium")
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(20_000)
+    yield tab
+    context.close()
+
+
+def sign_in_and_ask(page: Page, base: str, key: str, text: str) -> Any:
+    """Sign in, send `text`, and return the locator of the approval card it produces."""
+    page.goto(base + "/")
+    page.fill("#api-key", key)
+    page.click("#login-form button[type=submit]")
+    expect(page.locator("#who")).to_have_text("user_42 · tenant_hz")
+    app = page.locator("#app[data-loaded-thread]")
+    first_thread = app.get_attribute("data-loaded-thread")
+    page.click("#new-thread")  # a fresh conversation: no cards from earlier tests
+    expect(app).not_to_have_attribute("data-loaded-thread", first_thread or "")
+    expect(page.locator("#no-cards")).to_be_visible()
+    page.fill("#message", text)
+    page.click("#send")
+    first = page.locator(".card").first
+    expect(first).to_have_attribute("data-status", "awaiting_confirmation")
+    # Pinned by proposal id: a card made later (an edit) must not take its place.
+    return page.locator(f'.card[data-proposal-id="{first.get_attribute("data-proposal-id")}"]')
+
+
+def test_message_to_proposal_to_confirm_to_receipt(
+    page: Page, site: str, key: str, url: str
+) -> None:
+    order = new_order(url)
+    card = sign_in_and_ask(page, site, key, f"refund 25.00 CNY of {order} because it broke")
+    expect(card.locator(".title")).to_have_text(f"Refund order {order}")
+    expect(card.locator(".operation")).to_have_text("refund_order")
+    expect(card.locator(".field-amount_minor")).to_have_text("¥25.00")
+    expect(card.locator(".field-reason")).to_have_text("it broke")
+    expect(card.locator(".flags")).to_contain_text("Irreversible")
+    expect(card.locator(".countdown")).to_contain_text("Expires in")
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    card.screenshot(path=str(ROOT / "artifacts" / "approval_card.png"))
+    assert provider_refunds(url, order) == 0
+
+    card.locator("button.confirm").click()
+    expect(card).to_have_attribute("data-status", "executed")
+    receipt = card.locator(".result[data-kind=receipt]")
+    expect(receipt.locator(".headline")).to_have_text("Done: succeeded (¥25.00)")
+    expect(receipt.locator(".execution-id")).to_contain_text("Execution exec_")
+    expect(page.locator(".msg.assistant").last).to_contain_text("refund_order succeeded")
+    assert provider_refunds(url, order) == 1
+
+    page.reload()  # decided approvals stay visible as history
+    again = page.locator(".card").first
+    expect(again).to_have_attribute("data-status", "executed")
+    expect(again.locator(".result .execution-id")).to_have_text(
+        receipt.locator(".execution-id").inner_text()
+    )
+    expect(again.locator("button.confirm")).to_be_hidden()
+
+
+def test_buttons_wait_for_the_decision_and_a_double_click_executes_once(
+    page: Page, site: str, key: str, url: str
+) -> None:
+    order = new_order(url)
+    card = sign_in_and_ask(page, site, key, f"refund 5.00 CNY of {order} because it is late")
+    held: list[Any] = []
+    page.route("**/decision", lambda route: held.append(route))  # hold the request
+    card.locator("button.confirm").dblclick()
+    expect(card.locator("button.confirm")).to_be_disabled()
+    expect(card.locator("button.decline")).to_be_disabled()
+    expect(card.locator("button.edit")).to_be_disabled()
+    assert len(held) == 1  # the second click met a disabled button
+    held[0].continue_()
+    expect(card).to_have_attribute("data-status", "executed")
+    expect(card.locator(".result[data-kind=receipt]")).to_be_visible()
+    assert provider_refunds(url, order) == 1
+
+
+def test_decline_shows_that_nothing_ran(page: Page, site: str, key: str, url: str) -> None:
+    order = new_order(url)
+    card = sign_in_and_ask(page, site, key, f"refund 7.00 CNY of {order} because why not")
+    card.locator("button.decline").click()
+    expect(card).to_have_attribute("data-status", "declined")
+    expect(card.locator(".result .headline")).to_have_text("Declined: nothing was executed")
+    expect(card.locator("button.confirm")).to_be_hidden()
+    assert provider_refunds(url, order) == 0
+
+
+def test_an_expired_card_stays_as_history(page: Page, short_site: str, key: str, url: str) -> None:
+    order = new_order(url)
+    card = sign_in_and_ask(page, short_site, key, f"refund 9.00 CNY of {order} because slow")
+    expect(card.locator(".countdown")).to_contain_text("Expires in")
+    expect(card).to_have_attribute("data-status", "expired", timeout=15_000)
+    expect(card.locator(".countdown")).to_contain_text("Expired at")
+    expect(card.locator("button.confirm")).to_be_hidden()
+    page.reload()  # the server agrees: expired, still listed
+    expect(page.locator(".card").first).to_have_attribute("data-status", "expired")
+    assert provider_refunds(url, order) == 0
+
+
+def test_edit_replaces_the_card_with_a_new_preview(
+    page: Page, site: str, key: str, url: str
+) -> None:
+    order = new_order(url)
+    card = sign_in_and_ask(page, site, key, f"refund 8.00 CNY of {order} because of a dent")
+    card.locator("button.edit").click()
+    card.locator(".edit-fields input[name=amount_minor]").fill("300")
+    card.locator(".submit-edit").click()
+    expect(card).to_have_attribute("data-status", "superseded")
+    waiting = page.locator(".card[data-status=awaiting_confirmation]")
+    expect(waiting.locator(".field-amount_minor")).to_have_text("¥3.00")
+    edited = page.locator(f'.card[data-proposal-id="{waiting.get_attribute("data-proposal-id")}"]')
+    edited.locator("button.confirm").click()
+    expect(edited.locator(".result .headline")).to_have_text("Done: succeeded (¥3.00)")
+    assert provider_refunds(url, order) == 1
