@@ -7,15 +7,14 @@ card, and decides. Waiting uses Playwright's auto-waiting `expect`, never a slee
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from approval.service import Policy
-from graph.http import create_app
+from graph.http import Settings, create_app
+from graph.http.services import TTL_ENV
 from graph.runtime import Runtime
 from tests.integration.http_fixtures import (
     ROOT,
@@ -39,7 +38,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SHORT_TTL = timedelta(seconds=4)
+SHORT_TTL_SECONDS = "4"
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +51,9 @@ def key(url: str) -> str:
     return make_key(url, "user_42", roles=("approver",))
 
 
-def _serve(url: str, policy: Policy | None = None) -> Iterator[str]:
-    runtime = Runtime.open(url, setup=False, policy=policy)
+@pytest.fixture(scope="module")
+def site(url: str) -> Iterator[str]:
+    runtime = Runtime.open(url, setup=False)
     try:
         with ThreadServer(create_app(runtime)) as server:
             yield server.url
@@ -62,14 +62,12 @@ def _serve(url: str, policy: Policy | None = None) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def site(url: str) -> Iterator[str]:
-    yield from _serve(url)
-
-
-@pytest.fixture(scope="module")
 def short_site(url: str) -> Iterator[str]:
-    """The same service with proposals that expire after a few seconds."""
-    yield from _serve(url, Policy(proposal_ttl=SHORT_TTL))
+    """The service configured as `writegate serve` is: from the environment, here with
+    proposals that expire after a few seconds. It opens its own runtime at startup."""
+    env = {"DATABASE_URL": url, TTL_ENV: SHORT_TTL_SECONDS}
+    with ThreadServer(create_app(settings=Settings.from_env(env))) as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")
