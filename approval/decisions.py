@@ -22,6 +22,8 @@ class _Decision(BaseModel):
 
 class Confirm(_Decision):
     action: Literal["confirm"]
+    # The key field typed again by the person, when the proposal's tier asks for it.
+    retyped: str | None = Field(default=None, max_length=200)
 
 
 class Decline(_Decision):
@@ -51,7 +53,8 @@ def _from_hitl(value: dict[str, Any], proposal_id: str) -> dict[str, Any]:
         raise InvalidDecision("a decision must be an object")
     kind = item.get("type")
     if kind == "approve":
-        return {"action": "confirm", "proposal_id": proposal_id}
+        confirm = {"action": "confirm", "proposal_id": proposal_id}
+        return {**confirm, "retyped": item["retyped"]} if "retyped" in item else confirm
     if kind == "reject":
         return {"action": "decline", "proposal_id": proposal_id, "reason": item.get("message")}
     if kind == "edit":

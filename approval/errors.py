@@ -199,6 +199,29 @@ class Unavailable(WritegateError):
     default_message = "a dependency is unavailable"
 
 
+# Confirmation tiers, batches and revocation.
+
+
+class RetypeMismatch(WritegateError):
+    code = "retype_mismatch"
+    default_message = "the re-typed key field does not match the preview"
+
+
+class SelfApproval(WritegateError):
+    code = "self_approval"
+    default_message = "the requester cannot be their own second approver"
+
+
+class ScopeChanged(WritegateError):
+    code = "scope_changed"
+    default_message = "the set of records changed since the preview; propose again"
+
+
+class RevokeTooLate(WritegateError):
+    code = "revoke_too_late"
+    default_message = "execution already started; a revocation cannot undo it"
+
+
 RETRYABLE_CODES = frozenset({"upstream_timeout", "temporarily_unavailable", "rate_limited"})
 
 _BY_CODE: dict[str, type[WritegateError]] = {

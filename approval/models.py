@@ -21,6 +21,7 @@ class SideEffect(StrEnum):
 
 class ProposalStatus(StrEnum):
     AWAITING = "awaiting_confirmation"
+    AWAITING_SECOND = "awaiting_second_approval"  # the requester confirmed; no token yet
     CONFIRMED = "confirmed"
     DECLINED = "declined"
     CANCELLED = "cancelled"
@@ -53,6 +54,7 @@ class Identity:
     user_id: str
     tenant_id: str
     roles: frozenset[str] = frozenset()
+    trust: str | None = None  # the host's judgement of user and device (e.g. "low")
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,12 @@ class Proposal:
     superseded_by: str | None = None
     decided_at: datetime | None = None
     decided_by: str | None = None
+    tier: str = "one_click"
+    risk: dict[str, Any] | None = None  # the assessment: score, reasons, frozen inputs
+    second_approver: str | None = None
+    second_approved_at: datetime | None = None
+    revoked_by: str | None = None
+    revoked_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,7 @@ class Token:
     expires_at: datetime
     status: TokenStatus
     execution_id: str | None = None
+    tier: str = "one_click"
 
 
 @dataclass(frozen=True)

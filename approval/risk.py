@@ -1,0 +1,211 @@
+"""Risk per proposal, the tier it leads to, and the checks a tier asks for.
+
+R = f(amount or scope, irreversibility, sensitivity, external reach, trust). The inputs
+come from the canonical arguments, the tool's preview flags and the caller's identity
+(trust is set by the host's run config, never by model arguments); the points and the
+tiers come from the versioned policy. The inputs are frozen into the proposal, so a
+later policy can re-judge exactly what was confirmed.
+
+A stronger tier never hides anything: the preview keeps every argument and only gains a
+`confirmation` block saying which tier applies and why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from approval.errors import RetypeMismatch
+from approval.models import Identity, Proposal
+from approval.policy import Policy, RiskRules, Tier
+
+LEGACY_TIER = Tier(name="one_click", min_score=0)
+_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class Assessment:
+    score: int
+    tier: Tier
+    reasons: tuple[str, ...]
+    inputs: dict[str, Any]
+    retype_field: str | None
+    retype_match: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the proposal stores: enough to re-judge it under another policy."""
+        return {
+            "score": self.score,
+            "tier": self.tier.requirements(),
+            "reasons": list(self.reasons),
+            "inputs": self.inputs,
+            "retype": (
+                {"field": self.retype_field, "match": self.retype_match}
+                if self.tier.retype and self.retype_field
+                else None
+            ),
+        }
+
+    def confirmation(self, policy: Policy) -> dict[str, Any]:
+        """The preview's `confirmation` block: the tier, why, and what it asks of people."""
+        ttl = self.tier.token_ttl or policy.token_ttl
+        block: dict[str, Any] = {
+            "tier": self.tier.name,
+            "score": self.score,
+            "reasons": list(self.reasons),
+            "second_approver": self.tier.second_approver,
+            "token_ttl_seconds": int(ttl.total_seconds()),
+            "policy_version": policy.version,
+        }
+        if self.tier.retype and self.retype_field:
+            block["retype_field"] = self.retype_field
+            block["retype_hint"] = _hint(self.retype_match, self.retype_field)
+        return block
+
+
+_HINTS = {
+    "number": "type the {label} exactly as the preview shows it ({field})",
+    "last4": "type the last four characters of the {label} ({field})",
+    "exact": "type the {label} exactly as the preview shows it ({field})",
+}
+
+
+def _hint(match: str, field: str) -> str:
+    label = field.removesuffix("_minor").replace("_", " ")
+    return _HINTS[match].format(label=label, field=field)
+
+
+def risk_inputs(
+    operation: str, args: dict[str, Any], preview: dict[str, Any], identity: Identity, hook: Any
+) -> dict[str, Any]:
+    """The facts risk is judged on. `hook(args)` lets a tool add or correct them."""
+    shown = {f.get("name"): f.get("display") for f in preview.get("fields", [])}
+    amount = args.get("amount_minor")
+    count = args.get("count")
+    inputs: dict[str, Any] = {
+        "operation": operation,
+        "amount_minor": amount if type(amount) is int else None,
+        "currency": args.get("currency") if isinstance(args.get("currency"), str) else None,
+        "amount_display": shown.get("amount_minor"),
+        "count": count if type(count) is int else None,
+        "irreversible": bool(preview.get("irreversible")),
+        "external": bool(preview.get("external")),
+        "trust": identity.trust,
+    }
+    if callable(hook):
+        inputs.update(hook(args))
+    return inputs
+
+
+def _band(bands: tuple[tuple[int, int], ...], value: int) -> int:
+    points = 0
+    for at, band_points in bands:
+        if value >= at:
+            points = band_points
+    return points
+
+
+def assess(rules: RiskRules | None, inputs: dict[str, Any]) -> Assessment:
+    """Score the inputs and pick the tier; every point comes with its reason."""
+    if rules is None:
+        return Assessment(0, LEGACY_TIER, ("the policy has no risk rules",), inputs, None, "exact")
+    reasons: list[str] = []
+    score = 0
+
+    def add(points: int, why: str) -> None:
+        nonlocal score
+        if points:
+            score += points
+            reasons.append(f"{why} ({points:+d})")
+
+    op = rules.operation(inputs["operation"])
+    amount, currency = inputs.get("amount_minor"), inputs.get("currency")
+    if isinstance(amount, int):
+        bands = rules.amount_bands.get(currency or "", rules.amount_bands.get("default", ()))
+        add(_band(bands, amount), f"amount {inputs.get('amount_display') or amount}")
+    if isinstance(inputs.get("count"), int):
+        add(_band(rules.count_bands, inputs["count"]), f"{inputs['count']} items at once")
+    add(rules.irreversible if inputs.get("irreversible") else 0, "cannot be undone")
+    add(rules.external if inputs.get("external") else 0, "money or messages leave the system")
+    add(op.sensitivity, f"sensitive operation {inputs['operation']}")
+    level = inputs.get("trust") or rules.default_trust
+    cautious = max(rules.trust.values(), default=0)
+    add(rules.trust.get(level, cautious), f"trust {level}")
+    tier = rules.tier_for(score)
+    reasons.append(f"score {score}: tier {tier.name}")
+    return Assessment(score, tier, tuple(reasons), inputs, op.retype_field, op.retype_match)
+
+
+def reassess(proposal: Proposal, policy: Policy) -> Assessment | None:
+    """The proposal's frozen inputs judged under `policy`; None if it has no inputs."""
+    if not proposal.risk or "inputs" not in proposal.risk:
+        return None
+    return assess(policy.risk, proposal.risk["inputs"])
+
+
+def requires_fresh_confirmation(proposal: Proposal, made_under: str, policy: Policy) -> bool:
+    """Would `policy` ask something else of this approval than the one it was given under?
+
+    Same version: no. Otherwise yes, unless the current policy has rules and puts the
+    proposal's frozen inputs in a tier with the same requirements as the one enforced.
+    """
+    if made_under == policy.version:
+        return False
+    if policy.risk is None:
+        return True  # nothing proves the new policy agrees
+    now = reassess(proposal, policy)
+    enforced = (proposal.risk or {}).get("tier")
+    return now is None or enforced is None or now.tier.requirements() != enforced
+
+
+def token_ttl(proposal: Proposal, policy: Policy) -> Any:
+    """The lifetime of a token for this proposal: its tier's, else the policy's."""
+    tier_name = (proposal.risk or {}).get("tier", {}).get("tier", proposal.tier)
+    tier = policy.risk.tier_named(tier_name) if policy.risk else None
+    return (tier.token_ttl if tier else None) or policy.token_ttl
+
+
+def check_retyped(proposal: Proposal, retyped: str | None) -> None:
+    """The re-typed key field must match the canonical argument the preview showed."""
+    rule = (proposal.risk or {}).get("retype")
+    if not rule:
+        return
+    name, match = rule["field"], rule["match"]
+    field = next((f for f in proposal.preview.get("fields", []) if f.get("name") == name), None)
+    value = proposal.args.get(name, field.get("value") if field else None)
+    display = str(field.get("display")) if field else str(value)
+    if field is not None and field.get("value") != value:
+        raise RetypeMismatch("the preview does not match the arguments", field=name)
+    if not retyped or not retyped.strip():
+        raise RetypeMismatch(
+            f"this confirmation needs the {name} re-typed: {_hint(match, name)}",
+            field=name,
+            missing=True,
+        )
+    if not _matches(match, retyped.strip(), value, display):
+        raise RetypeMismatch(
+            f"the re-typed {name} does not match the preview; {_hint(match, name)}",
+            field=name,
+        )
+
+
+def _number(text: str) -> Decimal | None:
+    found = _NUMBER.findall(text)
+    if len(found) != 1:
+        return None
+    try:
+        return Decimal(found[0].replace(",", ""))
+    except InvalidOperation:
+        return None
+
+
+def _matches(match: str, typed: str, value: Any, display: str) -> bool:
+    if match == "number":
+        shown, given = _number(display), _number(typed)
+        return shown is not None and given is not None and shown == given
+    if match == "last4":
+        text = str(value).casefold()
+        return typed.casefold() in (text[-4:], text)
+    return typed == display.strip() or typed == str(value)
