@@ -10,9 +10,10 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime
 from typing import Any
 
+from approval import review
 from approval.canonical import digest, hash_secret, request_fingerprint
 from approval.decisions import Cancel, Confirm, Decline, Edit
 from approval.errors import (
@@ -21,8 +22,10 @@ from approval.errors import (
     InProgress,
     NotFound,
     OutcomeUnknown,
+    PolicyChanged,
     ProposalExpired,
     ProposalNotPending,
+    RetypeMismatch,
     ValidationFailed,
     WritegateError,
 )
@@ -35,18 +38,20 @@ from approval.models import (
     Token,
     TokenStatus,
 )
+from approval.policy import Policy, load_policy
+from approval.risk import (
+    assess,
+    check_retyped,
+    reassess,
+    requires_fresh_confirmation,
+    risk_inputs,
+    token_ttl,
+)
 from approval.spec import ToolContext, ToolLookup, ToolSpec
 from approval.store import LedgerStore, LedgerTx
 
-
-@dataclass(frozen=True)
-class Policy:
-    """Audience and lifetimes. Tokens and proposals record the version they were made under."""
-
-    version: str = "v1"
-    audience: str = "writegate"
-    proposal_ttl: timedelta = timedelta(minutes=15)
-    token_ttl: timedelta = timedelta(minutes=5)
+__all__ = ["ApprovalService", "Confirmation", "Ended", "Policy", "new_id"]
+OPEN_FOR_DECISION = (ProposalStatus.AWAITING, ProposalStatus.AWAITING_SECOND)
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,8 @@ class ApprovalService:
     def __init__(self, store: LedgerStore, tools: ToolLookup, policy: Policy | None = None):
         self.store = store
         self.tools = tools
-        self.policy = policy or Policy()
+        # Without an explicit policy, the versioned policy file decides the tiers.
+        self.policy = policy or load_policy()
 
     # -- reads ------------------------------------------------------------------------
 
@@ -172,17 +178,27 @@ class ApprovalService:
         if running is not None:
             cls = InProgress if running.status is ExecutionStatus.RUNNING else OutcomeUnknown
             raise cls(execution_id=running.execution_id, request_key=running.request_key)
-        seen = spec.validate(ToolContext(identity, tx.conn, thread_id), args)
+        ctx = ToolContext(identity, tx.conn, thread_id)
+        freeze = getattr(spec, "freeze_scope", None)
+        if callable(freeze):  # a batch: its exact resource set becomes part of the arguments
+            args = freeze(ctx, args)
+        seen = spec.validate(ctx, args)
         open_one = tx.find_open_proposal(thread_id, fingerprint)
         if (
             open_one is not None
             and open_one.subject == identity.user_id
             and open_one.state_version == seen.state_version
+            and open_one.args_digest == digest(args)
+            and open_one.policy_version == self.policy.version
         ):
             return open_one
         now = tx.now()
         proposal_id = new_id("prop")
         preview = spec.preview(args, seen).to_dict()
+        hook = getattr(spec, "risk_inputs", None)
+        risk = assess(self.policy.risk, risk_inputs(spec.name, args, preview, identity, hook))
+        # Added beside the fields, never instead of one: the person still sees everything.
+        preview["confirmation"] = risk.confirmation(self.policy)
         proposal = Proposal(
             proposal_id=proposal_id,
             thread_id=thread_id,
@@ -201,6 +217,8 @@ class ApprovalService:
             status=ProposalStatus.AWAITING,
             created_at=now,
             expires_at=now + self.policy.proposal_ttl,
+            tier=risk.tier.name,
+            risk=risk.to_dict(),
         )
         stored = tx.insert_proposal(proposal)
         if stored is None:  # a concurrent twin of this node won the insert
@@ -238,20 +256,29 @@ class ApprovalService:
         (edit). Expiry is judged on the server clock with a right-open interval.
         """
         started = time.perf_counter()
+        try:
+            return self._decide(identity, decision, started)
+        except RetypeMismatch as exc:  # kept: repeated wrong re-types are worth seeing
+            self._audit_refused_decision(identity, decision.proposal_id, exc, started)
+            raise
+
+    def _decide(
+        self, identity: Identity, decision: Confirm | Decline | Cancel | Edit, started: float
+    ) -> Confirmation | Ended | Proposal:
         expired: WritegateError | None = None
         with self.store.transaction() as tx:
             proposal = self._owned(tx, identity, decision.proposal_id, for_update=True)
             now = tx.now()
-            if proposal.status is ProposalStatus.AWAITING and now >= proposal.expires_at:
+            if proposal.status in OPEN_FOR_DECISION and now >= proposal.expires_at:
                 tx.transition_proposal(
-                    proposal.proposal_id, ProposalStatus.AWAITING, ProposalStatus.EXPIRED
+                    proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED
                 )
                 tx.insert_audit(self._decision_audit(identity, proposal, "expired", started))
                 expired = ProposalExpired(
                     proposal_id=proposal.proposal_id, expired_at=proposal.expires_at.isoformat()
                 )
             elif isinstance(decision, Confirm):
-                return self._confirm(tx, identity, proposal, started)
+                return self._confirm(tx, identity, proposal, decision, started)
             elif isinstance(decision, Edit):
                 return self._edit(tx, identity, proposal, decision.args, started)
             else:
@@ -262,36 +289,87 @@ class ApprovalService:
                 )
                 self._require_pending(proposal)
                 tx.transition_proposal(
-                    proposal.proposal_id, ProposalStatus.AWAITING, new, decided_by=identity.user_id
+                    proposal.proposal_id, proposal.status, new, decided_by=identity.user_id
                 )
                 tx.insert_audit(self._decision_audit(identity, proposal, new.value, started))
                 return Ended(replace(proposal, status=new))
         raise expired or ProposalExpired(proposal_id=decision.proposal_id)
 
     def _confirm(
-        self, tx: LedgerTx, identity: Identity, proposal: Proposal, started: float
-    ) -> Confirmation:
-        now = tx.now()
-        secret = "wgt_" + secrets.token_urlsafe(32)
-        expires_at = min(now + self.policy.token_ttl, proposal.expires_at)
-        if proposal.status is ProposalStatus.CONFIRMED:
-            # The same person confirming again (a re-run node, a lost response): the
-            # old secret is unreadable, so it is replaced; the approval stays one.
-            if not tx.replace_token_hash(proposal.proposal_id, hash_secret(secret), expires_at):
-                raise AlreadyConsumed(proposal_id=proposal.proposal_id)
-            return Confirmation(replace(proposal), secret, expires_at)
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        proposal: Proposal,
+        decision: Confirm,
+        started: float,
+    ) -> Confirmation | Proposal:
+        """Confirm at the proposal's tier.
+
+        A tier with a second approver moves the proposal to awaiting_second_approval and
+        issues no token; the approver's approval issues it (bound to the requester), and
+        the requester's next confirm hands it out.
+        """
         if proposal.status is ProposalStatus.EXECUTED:
             token = tx.get_token_for_proposal(proposal.proposal_id)
             raise AlreadyConsumed(
                 proposal_id=proposal.proposal_id, execution_id=token.execution_id if token else None
             )
-        self._require_pending(proposal)
+        if proposal.status is ProposalStatus.AWAITING_SECOND:
+            return proposal  # confirmed already; the second approver is next
+        if proposal.status is not ProposalStatus.CONFIRMED:
+            self._require_pending(proposal)
+        self.require_current_requirements(proposal)
+        secret = "wgt_" + secrets.token_urlsafe(32)
+        if proposal.status is ProposalStatus.CONFIRMED:
+            # The same person confirming again (a re-run node, a lost response, or the
+            # token a second approver released): the old secret is unreadable, so it is
+            # replaced; the approval stays one.
+            expires_at = self.token_expiry(tx, proposal)
+            if not tx.replace_token_hash(proposal.proposal_id, hash_secret(secret), expires_at):
+                raise AlreadyConsumed(proposal_id=proposal.proposal_id)
+            return Confirmation(replace(proposal), secret, expires_at)
+        check_retyped(proposal, decision.retyped)
+        if (proposal.risk or {}).get("tier", {}).get("second_approver"):
+            tx.transition_proposal(
+                proposal.proposal_id,
+                ProposalStatus.AWAITING,
+                ProposalStatus.AWAITING_SECOND,
+                decided_by=identity.user_id,
+            )
+            tx.insert_audit(
+                self._decision_audit(identity, proposal, "awaiting_second_approval", started)
+            )
+            return replace(
+                proposal, status=ProposalStatus.AWAITING_SECOND, decided_by=identity.user_id
+            )
         tx.transition_proposal(
             proposal.proposal_id,
             ProposalStatus.AWAITING,
             ProposalStatus.CONFIRMED,
             decided_by=identity.user_id,
         )
+        expires_at = self.issue_token(tx, proposal, secret)
+        tx.insert_audit(self._decision_audit(identity, proposal, "confirmed", started))
+        return Confirmation(replace(proposal, status=ProposalStatus.CONFIRMED), secret, expires_at)
+
+    def require_current_requirements(self, proposal: Proposal) -> None:
+        """A policy change that would ask more (or less) of this proposal needs a new one."""
+        if requires_fresh_confirmation(proposal, proposal.policy_version, self.policy):
+            now = reassess(proposal, self.policy)
+            raise PolicyChanged(
+                proposal_id=proposal.proposal_id,
+                made_under=proposal.policy_version,
+                current_policy=self.policy.version,
+                tier_then=proposal.tier,
+                tier_now=now.tier.name if now else None,
+            )
+
+    def token_expiry(self, tx: LedgerTx, proposal: Proposal) -> datetime:
+        return min(tx.now() + token_ttl(proposal, self.policy), proposal.expires_at)
+
+    def issue_token(self, tx: LedgerTx, proposal: Proposal, secret: str) -> datetime:
+        """The one-time token, bound to the requester, under the current policy version."""
+        expires_at = self.token_expiry(tx, proposal)
         tx.insert_token(
             Token(
                 token_hash=hash_secret(secret),
@@ -302,15 +380,15 @@ class ApprovalService:
                 operation=proposal.operation,
                 resource=proposal.resource,
                 args_digest=proposal.args_digest,
-                policy_version=proposal.policy_version,
+                policy_version=self.policy.version,
                 request_key=proposal.request_key,
-                issued_at=now,
+                issued_at=tx.now(),
                 expires_at=expires_at,
                 status=TokenStatus.ISSUED,
+                tier=proposal.tier,
             )
         )
-        tx.insert_audit(self._decision_audit(identity, proposal, "confirmed", started))
-        return Confirmation(replace(proposal, status=ProposalStatus.CONFIRMED), secret, expires_at)
+        return expires_at
 
     def _edit(
         self,
@@ -329,6 +407,8 @@ class ApprovalService:
         edited = self._propose_in(
             tx, identity, spec, proposal.thread_id, new_call, args, fingerprint, started
         )
+        if edited.proposal_id == proposal.proposal_id:
+            return proposal  # an edit that changes nothing keeps the question as it is
         if not tx.transition_proposal(
             proposal.proposal_id,
             proposal.status,
@@ -340,6 +420,25 @@ class ApprovalService:
         tx.revoke_token(proposal.proposal_id)
         tx.insert_audit(self._decision_audit(identity, proposal, "superseded", started))
         return edited
+
+    # -- second approval and revocation (approval/review.py) --------------------------
+
+    def approve_as_second(self, identity: Identity, proposal_id: str) -> Proposal:
+        """A different approver of the same tenant approves; the token goes to the requester."""
+        return review.approve_as_second(self, identity, proposal_id)
+
+    def decline_as_second(self, identity: Identity, proposal_id: str) -> Proposal:
+        return review.approve_as_second(self, identity, proposal_id, approve=False)
+
+    def revoke(self, identity: Identity, proposal_id: str) -> Proposal:
+        """Approver, admin or requester stops an approval that has not executed."""
+        return review.revoke(self, identity, proposal_id)
+
+    def proposal_for_review(self, identity: Identity, proposal_id: str) -> Proposal:
+        return review.for_review(self, identity, proposal_id)
+
+    def awaiting_second_approval(self, identity: Identity) -> list[Proposal]:
+        return review.awaiting_second(self, identity)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -363,7 +462,7 @@ class ApprovalService:
 
     @staticmethod
     def _require_pending(proposal: Proposal) -> None:
-        if proposal.status is not ProposalStatus.AWAITING:
+        if proposal.status not in OPEN_FOR_DECISION:
             raise ProposalNotPending(proposal_id=proposal.proposal_id, state=proposal.status.value)
 
     def _audit(
@@ -416,6 +515,14 @@ class ApprovalService:
             ),
             approver=identity.user_id,
         )
+
+    def _audit_refused_decision(
+        self, identity: Identity, proposal_id: str, exc: WritegateError, started: float
+    ) -> None:
+        with self.store.transaction() as tx:
+            proposal = self._owned(tx, identity, proposal_id, for_update=False)
+            record = self._decision_audit(identity, proposal, "rejected", started)
+            tx.insert_audit(replace(record, error_code=exc.code, result=exc.to_dict()))
 
     def _audit_failure(
         self,

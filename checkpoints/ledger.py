@@ -30,7 +30,7 @@ from approval.models import (
 from checkpoints import ledger_sql as sql
 from checkpoints.pool import Pool
 
-_JSON_FIELDS = ("args", "preview", "result", "arguments")
+_JSON_FIELDS = ("args", "preview", "result", "arguments", "risk")
 
 
 def _params(record: Any) -> dict[str, Any]:
@@ -126,6 +126,21 @@ class PgLedgerTx:
 
     def get_token_for_proposal(self, proposal_id: str) -> Token | None:
         return _token(self._one(sql.SELECT_TOKEN_FOR_PROPOSAL_SQL, (proposal_id,)))
+
+    def approve_second(self, proposal_id: str, approver: str) -> bool:
+        params = {"proposal_id": proposal_id, "approver": approver, "now": self.now()}
+        return self._one(sql.APPROVE_SECOND_SQL, params) is not None
+
+    def revoke_proposal(self, proposal_id: str, expected: ProposalStatus, by: str) -> bool:
+        params = {"proposal_id": proposal_id, "expected": expected.value, "by": by,
+                  "now": self.now()}  # fmt: skip
+        return self._one(sql.REVOKE_PROPOSAL_SQL, params) is not None
+
+    def list_awaiting_second(self, tenant_id: str, *, limit: int = 100) -> list[Proposal]:
+        rows = self.conn.execute(
+            sql.SELECT_AWAITING_SECOND_SQL, (tenant_id, self.now(), limit)
+        ).fetchall()
+        return [p for p in map(_proposal, rows) if p is not None]
 
     def replace_token_hash(self, proposal_id: str, new_hash: str, expires_at: datetime) -> bool:
         return (

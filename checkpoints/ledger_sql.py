@@ -10,14 +10,17 @@ NOW_SQL = "SELECT now() AS now"
 
 PROPOSAL_COLUMNS = """proposal_id, thread_id, tool_call_id, subject, tenant_id, operation,
     resource, args, args_digest, fingerprint, state_version, preview, policy_version,
-    request_key, status, superseded_by, decided_by, decided_at, created_at, expires_at"""
+    request_key, status, superseded_by, decided_by, decided_at, created_at, expires_at,
+    tier, risk, second_approver, second_approved_at, revoked_by, revoked_at"""
 
 INSERT_PROPOSAL_SQL = f"""
 INSERT INTO wg_proposals ({PROPOSAL_COLUMNS})
 VALUES (%(proposal_id)s, %(thread_id)s, %(tool_call_id)s, %(subject)s, %(tenant_id)s,
     %(operation)s, %(resource)s, %(args)s, %(args_digest)s, %(fingerprint)s,
     %(state_version)s, %(preview)s, %(policy_version)s, %(request_key)s, %(status)s,
-    %(superseded_by)s, %(decided_by)s, %(decided_at)s, %(created_at)s, %(expires_at)s)
+    %(superseded_by)s, %(decided_by)s, %(decided_at)s, %(created_at)s, %(expires_at)s,
+    %(tier)s, %(risk)s, %(second_approver)s, %(second_approved_at)s, %(revoked_by)s,
+    %(revoked_at)s)
 ON CONFLICT (thread_id, tool_call_id) DO NOTHING
 RETURNING {PROPOSAL_COLUMNS}"""
 
@@ -29,7 +32,8 @@ SELECT {PROPOSAL_COLUMNS} FROM wg_proposals WHERE thread_id = %s AND tool_call_i
 SELECT_OPEN_PROPOSAL_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
 WHERE thread_id = %s AND fingerprint = %s
-  AND status IN ('awaiting_confirmation', 'confirmed') AND expires_at > %s
+  AND status IN ('awaiting_confirmation', 'awaiting_second_approval', 'confirmed')
+  AND expires_at > %s
 ORDER BY created_at DESC LIMIT 1"""
 
 TRANSITION_PROPOSAL_SQL = """
@@ -43,16 +47,34 @@ RETURNING proposal_id"""
 
 TOKEN_COLUMNS = """token_hash, proposal_id, subject, tenant_id, audience, operation,
     resource, args_digest, policy_version, request_key, issued_at, expires_at, status,
-    execution_id"""
+    execution_id, tier"""
 
 INSERT_TOKEN_SQL = f"""
 INSERT INTO wg_tokens ({TOKEN_COLUMNS})
 VALUES (%(token_hash)s, %(proposal_id)s, %(subject)s, %(tenant_id)s, %(audience)s,
     %(operation)s, %(resource)s, %(args_digest)s, %(policy_version)s, %(request_key)s,
-    %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s)"""
+    %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s, %(tier)s)"""
 
 SELECT_TOKEN_SQL = f"SELECT {TOKEN_COLUMNS} FROM wg_tokens WHERE token_hash = %s"
 SELECT_TOKEN_FOR_PROPOSAL_SQL = f"SELECT {TOKEN_COLUMNS} FROM wg_tokens WHERE proposal_id = %s"
+
+# Second approval, revocation and the approvers' queue (the tiers feature).
+APPROVE_SECOND_SQL = """
+UPDATE wg_proposals
+SET status = 'confirmed', second_approver = %(approver)s, second_approved_at = %(now)s
+WHERE proposal_id = %(proposal_id)s AND status = 'awaiting_second_approval'
+  AND subject <> %(approver)s
+RETURNING proposal_id"""
+
+REVOKE_PROPOSAL_SQL = """
+UPDATE wg_proposals SET status = 'revoked', revoked_by = %(by)s, revoked_at = %(now)s
+WHERE proposal_id = %(proposal_id)s AND status = %(expected)s
+RETURNING proposal_id"""
+
+SELECT_AWAITING_SECOND_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
+WHERE tenant_id = %s AND status = 'awaiting_second_approval' AND expires_at > %s
+ORDER BY created_at LIMIT %s"""
 
 REPLACE_TOKEN_HASH_SQL = """
 UPDATE wg_tokens SET token_hash = %s, expires_at = %s

@@ -25,7 +25,11 @@ from approval.models import (
     TokenStatus,
 )
 
-OPEN_PROPOSALS = (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED)
+OPEN_PROPOSALS = (
+    ProposalStatus.AWAITING,
+    ProposalStatus.AWAITING_SECOND,
+    ProposalStatus.CONFIRMED,
+)
 
 
 class _State:
@@ -106,6 +110,37 @@ class MemoryLedgerTx:
 
     def get_token_for_proposal(self, proposal_id: str) -> Token | None:
         return next((t for t in self.s.tokens.values() if t.proposal_id == proposal_id), None)
+
+    def approve_second(self, proposal_id: str, approver: str) -> bool:
+        p = self.s.proposals.get(proposal_id)
+        if p is None or p.status is not ProposalStatus.AWAITING_SECOND or p.subject == approver:
+            return False
+        self.s.proposals[proposal_id] = replace(
+            p,
+            status=ProposalStatus.CONFIRMED,
+            second_approver=approver,
+            second_approved_at=self._now,
+        )
+        return True
+
+    def revoke_proposal(self, proposal_id: str, expected: ProposalStatus, by: str) -> bool:
+        p = self.s.proposals.get(proposal_id)
+        if p is None or p.status is not expected:
+            return False
+        self.s.proposals[proposal_id] = replace(
+            p, status=ProposalStatus.REVOKED, revoked_by=by, revoked_at=self._now
+        )
+        return True
+
+    def list_awaiting_second(self, tenant_id: str, *, limit: int = 100) -> list[Proposal]:
+        waiting = [
+            p
+            for p in self.s.proposals.values()
+            if p.tenant_id == tenant_id
+            and p.status is ProposalStatus.AWAITING_SECOND
+            and p.expires_at > self._now
+        ]
+        return sorted(waiting, key=lambda p: p.created_at)[:limit]
 
     def replace_token_hash(self, proposal_id: str, new_hash: str, expires_at: datetime) -> bool:
         token = self.get_token_for_proposal(proposal_id)

@@ -1,0 +1,212 @@
+"""Second approval and revocation: decisions made by someone other than the requester.
+
+A second approver is a different user of the same tenant with the `approver` role; the
+database refuses a requester approving their own request even if this code did not.
+Approving issues the token, still bound to the requester (the subject), who receives
+it on their next confirm. Revocation (approver, admin or the requester) stops an
+approval that has not executed; once execution started it says so instead of
+pretending to undo anything. Refused attempts are audited in the actor's tenant.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from approval.errors import (
+    Forbidden,
+    NotFound,
+    ProposalExpired,
+    ProposalNotPending,
+    RevokeTooLate,
+    SelfApproval,
+    WritegateError,
+)
+from approval.models import AuditRecord, Identity, Proposal, ProposalStatus
+from approval.store import LedgerTx
+
+if TYPE_CHECKING:
+    from approval.service import ApprovalService
+
+APPROVER_ROLE = "approver"
+REVOKER_ROLES = frozenset({"approver", "admin"})
+REVOCABLE = (ProposalStatus.AWAITING, ProposalStatus.AWAITING_SECOND, ProposalStatus.CONFIRMED)
+
+
+def _require_approver(identity: Identity) -> None:
+    if APPROVER_ROLE not in identity.roles:
+        raise Forbidden("second approval needs the approver role", user_id=identity.user_id)
+
+
+def _in_tenant(tx: LedgerTx, identity: Identity, proposal_id: str, *, lock: bool) -> Proposal:
+    proposal = tx.get_proposal(proposal_id, for_update=lock)
+    # Another tenant's proposal looks exactly like a missing one.
+    if proposal is None or proposal.tenant_id != identity.tenant_id:
+        raise NotFound("no such proposal in this tenant", proposal_id=proposal_id)
+    return proposal
+
+
+def for_review(service: ApprovalService, identity: Identity, proposal_id: str) -> Proposal:
+    """The proposal, preview included, exactly as the requester saw it."""
+    _require_approver(identity)
+    with service.store.transaction() as tx:
+        return _in_tenant(tx, identity, proposal_id, lock=False)
+
+
+def awaiting_second(service: ApprovalService, identity: Identity) -> list[Proposal]:
+    """What this approver may approve: the tenant's waiting proposals, not their own."""
+    _require_approver(identity)
+    with service.store.transaction() as tx:
+        waiting = tx.list_awaiting_second(identity.tenant_id)
+    return [p for p in waiting if p.subject != identity.user_id]
+
+
+def approve_as_second(
+    service: ApprovalService, identity: Identity, proposal_id: str, *, approve: bool = True
+) -> Proposal:
+    """Approve (or decline) a proposal its requester confirmed; returns its new state."""
+    started = time.perf_counter()
+    event = "second_approval" if approve else "second_decline"
+    expired: WritegateError | None = None
+    try:
+        _require_approver(identity)
+        with service.store.transaction() as tx:
+            proposal = _in_tenant(tx, identity, proposal_id, lock=True)
+            if proposal.subject == identity.user_id:
+                raise SelfApproval(proposal_id=proposal_id)
+            if proposal.status is ProposalStatus.CONFIRMED and proposal.second_approver:
+                if not approve:  # approved already: stopping it now is a revocation
+                    raise ProposalNotPending(
+                        "already approved; revoke it instead", state=proposal.status.value
+                    )
+                return proposal  # approved already: nothing more to do
+            declined = proposal.status is ProposalStatus.DECLINED
+            if declined and not approve and proposal.decided_by == identity.user_id:
+                return proposal
+            if proposal.status is not ProposalStatus.AWAITING_SECOND:
+                raise ProposalNotPending(
+                    "only a proposal its requester confirmed awaits a second approval",
+                    proposal_id=proposal_id,
+                    state=proposal.status.value,
+                )
+            if tx.now() >= proposal.expires_at:
+                tx.transition_proposal(
+                    proposal_id, ProposalStatus.AWAITING_SECOND, ProposalStatus.EXPIRED
+                )
+                expired = ProposalExpired(proposal_id=proposal_id)
+            elif approve:
+                service.require_current_requirements(proposal)
+                if not tx.approve_second(proposal_id, identity.user_id):
+                    raise ProposalNotPending(proposal_id=proposal_id)
+                # Bound to the requester; this secret is dropped. The requester's next
+                # confirm replaces it with one that only they receive.
+                service.issue_token(tx, proposal, "wgt_" + secrets.token_urlsafe(32))
+                tx.insert_audit(_audit(identity, proposal, event, "confirmed", started))
+                return replace(
+                    proposal,
+                    status=ProposalStatus.CONFIRMED,
+                    second_approver=identity.user_id,
+                    second_approved_at=tx.now(),
+                )
+            else:
+                tx.transition_proposal(
+                    proposal_id,
+                    ProposalStatus.AWAITING_SECOND,
+                    ProposalStatus.DECLINED,
+                    decided_by=identity.user_id,
+                )
+                tx.insert_audit(_audit(identity, proposal, event, "declined", started))
+                return replace(proposal, status=ProposalStatus.DECLINED)
+        assert expired is not None
+        raise expired
+    except WritegateError as exc:
+        _audit_refusal(service, identity, event, proposal_id, exc, started)
+        raise
+
+
+def revoke(service: ApprovalService, identity: Identity, proposal_id: str) -> Proposal:
+    """Stop an approval that has not executed; `revoke_too_late` once execution started."""
+    started = time.perf_counter()
+    try:
+        with service.store.transaction() as tx:
+            # The proposal row first, then its token: the order decide() and the executor
+            # lock in, so none of them deadlock; whichever commits first decides.
+            proposal = _in_tenant(tx, identity, proposal_id, lock=True)
+            if proposal.subject != identity.user_id and not (identity.roles & REVOKER_ROLES):
+                raise NotFound("no such proposal in this tenant", proposal_id=proposal_id)
+            if proposal.status is ProposalStatus.REVOKED:
+                return proposal
+            if proposal.status is ProposalStatus.EXECUTED:
+                execution = tx.get_execution(proposal_id=proposal_id)
+                raise RevokeTooLate(
+                    proposal_id=proposal_id,
+                    execution_id=execution.execution_id if execution else None,
+                    request_key=proposal.request_key,
+                    execution_state=execution.status.value if execution else "running",
+                )
+            if proposal.status not in REVOCABLE or not tx.revoke_proposal(
+                proposal_id, proposal.status, identity.user_id
+            ):
+                raise ProposalNotPending(proposal_id=proposal_id, state=proposal.status.value)
+            tx.revoke_token(proposal_id)
+            tx.insert_audit(_audit(identity, proposal, "revoke", "revoked", started))
+            return replace(
+                proposal,
+                status=ProposalStatus.REVOKED,
+                revoked_by=identity.user_id,
+                revoked_at=tx.now(),
+            )
+    except WritegateError as exc:
+        _audit_refusal(service, identity, "revoke", proposal_id, exc, started)
+        raise
+
+
+def _audit(
+    identity: Identity, proposal: Proposal, event: str, status: str, started: float
+) -> AuditRecord:
+    return AuditRecord(
+        tenant_id=proposal.tenant_id,
+        user_id=identity.user_id,
+        thread_id=proposal.thread_id,
+        tool_name=proposal.operation,
+        event=event,
+        arguments=proposal.args,
+        arguments_hash=proposal.args_digest,
+        status=status,
+        duration_ms=int((time.perf_counter() - started) * 1000),
+        request_key=proposal.request_key,
+        proposal_id=proposal.proposal_id,
+        approver=identity.user_id,
+        requested_digest=proposal.args_digest,
+        approved_digest=proposal.args_digest if status == "confirmed" else None,
+    )
+
+
+def _audit_refusal(
+    service: ApprovalService,
+    identity: Identity,
+    event: str,
+    proposal_id: str,
+    exc: WritegateError,
+    started: float,
+) -> None:
+    with service.store.transaction() as tx:
+        tx.insert_audit(
+            AuditRecord(
+                tenant_id=identity.tenant_id,
+                user_id=identity.user_id,
+                thread_id=None,
+                tool_name="approval",
+                event=event,
+                arguments={"proposal_id": proposal_id},
+                arguments_hash=None,
+                status="rejected",
+                result=exc.to_dict(),
+                error_code=exc.code,
+                duration_ms=int((time.perf_counter() - started) * 1000),
+                proposal_id=proposal_id,
+                approver=identity.user_id,
+            )
+        )
