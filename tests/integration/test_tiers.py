@@ -1,0 +1,247 @@
+"""Confirmation strength by risk, on PostgreSQL under the shipped policy.
+
+Refunds of user_42's own orders: ¥199 is one click, ¥600 needs the amount re-typed,
+¥6,000 needs a second approver, ¥60,000 also gets a 60-second token. Each tier is shown
+with the confirmation that satisfies it and the ones that must not.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from approval import errors
+from approval.models import Identity, ProposalStatus
+from approval.service import Confirmation
+from graph.runtime import Runtime
+from tests.integration.tier_helpers import (
+    APPROVER,
+    REQUESTER,
+    TENANT,
+    PinnedClock,
+    confirm,
+    executor_under,
+    new_order,
+    open_runtime,
+    policy_with,
+    propose_refund,
+    refunds_of,
+    server_now,
+    token_of,
+    tokens_of,
+)
+from tests.unit.test_risk import TIER_AWARE_EXECUTOR, WAITING
+
+SELF_APPROVE_SQL = "UPDATE wg_proposals SET second_approver = subject WHERE proposal_id = %s"
+
+
+@pytest.fixture(scope="module")
+def rt(create_database: Callable[[], str]) -> Iterator[Runtime]:
+    with open_runtime(create_database) as runtime:
+        yield runtime
+
+
+def test_one_click_tier_needs_nothing_more(rt):
+    order = new_order(rt, 19900)
+    proposal = propose_refund(rt, order, 19900)
+    block = proposal.preview["confirmation"]
+    assert (proposal.tier, block["tier"], block["second_approver"]) == ("one_click",) * 2 + (False,)
+    assert "retype_field" not in block and proposal.policy_version == rt.service.policy.version
+    assert rt.executor.execute(REQUESTER, token_of(rt, proposal)).status == "succeeded"
+    assert refunds_of(rt, order) == 1
+
+
+def test_retype_tier_refuses_wrong_amounts_and_accepts_the_displayed_one(rt):
+    order = new_order(rt, 60000)
+    proposal = propose_refund(rt, order, 60000)
+    block = proposal.preview["confirmation"]
+    assert (block["tier"], block["retype_field"]) == ("retype", "amount_minor")
+    assert "amount ¥600.00 (+1)" in block["reasons"]
+    shown = {f["name"]: f["display"] for f in proposal.preview["fields"]}
+    assert shown["amount_minor"] == "¥600.00"  # nothing hidden to make it "stronger"
+    for wrong in (None, "", "¥6,000.00", "60000", "600.01", "600 600"):
+        with pytest.raises(errors.RetypeMismatch):
+            confirm(rt, proposal, wrong)
+    assert tokens_of(rt, proposal.proposal_id) == 0
+    assert rt.service.get_proposal(REQUESTER, proposal.proposal_id).status is (
+        ProposalStatus.AWAITING
+    )
+    token = token_of(rt, proposal, "¥600.00")
+    assert rt.executor.execute(REQUESTER, token).status == "succeeded"
+    assert refunds_of(rt, order) == 1
+    refusals = [r for r in rt.store.audit_rows(TENANT, proposal_id=proposal.proposal_id)
+                if r["error_code"] == "retype_mismatch"]  # fmt: skip
+    assert len(refusals) == 6
+
+
+def test_second_approver_tier_refuses_self_other_tenant_and_no_role(rt):
+    order = new_order(rt, 600000)
+    proposal = propose_refund(rt, order, 600000)
+    assert proposal.preview["confirmation"]["second_approver"] is True
+    waiting = confirm(rt, proposal, "6000")
+    assert waiting.status is ProposalStatus.AWAITING_SECOND
+    assert tokens_of(rt, proposal.proposal_id) == 0  # no token before the second approval
+    assert confirm(rt, proposal).status is ProposalStatus.AWAITING_SECOND
+    refused = [
+        (replace(REQUESTER, roles=frozenset({"approver"})), errors.SelfApproval),
+        (Identity("lead_9", "tenant_sh", frozenset({"approver"})), errors.NotFound),
+        (Identity("user_7", TENANT), errors.Forbidden),
+    ]
+    for who, error in refused:
+        with pytest.raises(error):
+            rt.service.approve_as_second(who, proposal.proposal_id)
+    assert tokens_of(rt, proposal.proposal_id) == 0
+    seen = rt.service.proposal_for_review(APPROVER, proposal.proposal_id)
+    assert seen.preview == proposal.preview and seen.args == proposal.args  # the same preview
+    approved = rt.service.approve_as_second(APPROVER, proposal.proposal_id)
+    assert (approved.status, approved.second_approver) == (ProposalStatus.CONFIRMED, "lead_1")
+    assert refunds_of(rt, order) == 0
+    token = token_of(rt, proposal)  # the requester's next confirm receives the token
+    with pytest.raises(errors.SubjectMismatch):
+        rt.executor.execute(APPROVER, token)
+    assert rt.executor.execute(REQUESTER, token).status == "succeeded"
+    assert refunds_of(rt, order) == 1
+    audit = list(rt.store.audit_rows(TENANT, proposal_id=proposal.proposal_id))
+    assert [(r["event"], r["status"]) for r in audit if r["approver"] == "lead_1"] == [
+        ("second_approval", "confirmed")
+    ]
+
+
+def test_the_database_refuses_a_requester_approving_their_own_request(rt):
+    proposal = propose_refund(rt, new_order(rt, 600000), 600000)
+    with rt.pool.connection() as conn, pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute(SELF_APPROVE_SQL, (proposal.proposal_id,))
+
+
+def test_highest_tier_token_lives_sixty_seconds_on_the_server_clock(rt):
+    clock = PinnedClock()
+    pinned = Runtime.open(rt.url, setup=False, clock=clock)
+    try:
+        order = new_order(pinned, 6000000)
+        clock.at = server_now(pinned)
+        proposal = propose_refund(pinned, order, 6000000)
+        assert proposal.tier == "second_approver_short"
+        assert proposal.preview["confirmation"]["token_ttl_seconds"] == 60
+        confirm(pinned, proposal, "¥60,000.00")
+        pinned.service.approve_as_second(APPROVER, proposal.proposal_id)
+        clock.at += timedelta(minutes=3)  # the requester comes back later: still fine
+        confirmation = confirm(pinned, proposal)
+        assert isinstance(confirmation, Confirmation)
+        assert confirmation.expires_at == clock.at + timedelta(seconds=60)
+        clock.at = confirmation.expires_at
+        with pytest.raises(errors.TokenExpired):
+            pinned.executor.execute(REQUESTER, confirmation.token)
+        assert refunds_of(pinned, order) == 0
+        clock.at = confirmation.expires_at - timedelta(microseconds=1)
+        assert pinned.executor.execute(REQUESTER, confirmation.token).status == "succeeded"
+    finally:
+        pinned.close()
+
+
+@pytest.mark.skipif(not TIER_AWARE_EXECUTOR, reason=WAITING)
+def test_policy_change_that_keeps_the_tier_still_executes(rt):
+    order = new_order(rt, 19900)
+    token = token_of(rt, propose_refund(rt, order, 19900))
+    newer = policy_with("2026-09-02.1", second_approver_short=9)
+    assert executor_under(rt, newer).execute(REQUESTER, token).status == "succeeded"
+    assert refunds_of(rt, order) == 1
+
+
+def test_policy_change_that_changes_the_tier_refuses_the_old_token(rt):
+    order = new_order(rt, 19900)
+    proposal = propose_refund(rt, order, 19900)
+    token = token_of(rt, proposal)
+    stricter = policy_with("2026-09-02.2", retype=3)  # ¥199 refunds now need a re-type
+    with pytest.raises(errors.PolicyChanged) as caught:
+        executor_under(rt, stricter).execute(REQUESTER, token)
+    assert caught.value.details["token_policy"] == proposal.policy_version
+    assert refunds_of(rt, order) == 0 and tokens_of(rt, proposal.proposal_id) == 1
+
+
+# -- revocation ------------------------------------------------------------------------
+
+
+def test_revocation_before_execution_is_refused_as_revoked_and_nothing_runs(rt):
+    order = new_order(rt, 19900)
+    proposal = propose_refund(rt, order, 19900)
+    token = token_of(rt, proposal)
+    with pytest.raises(errors.NotFound):  # a colleague without a role sees nothing
+        rt.service.revoke(Identity("user_7", TENANT), proposal.proposal_id)
+    with pytest.raises(errors.NotFound):  # nor does an approver of another tenant
+        rt.service.revoke(Identity("lead_9", "tenant_sh", frozenset({"approver"})),
+                          proposal.proposal_id)  # fmt: skip
+    revoked = rt.service.revoke(APPROVER, proposal.proposal_id)
+    assert (revoked.status, revoked.revoked_by) == (ProposalStatus.REVOKED, "lead_1")
+    with pytest.raises(errors.Revoked):
+        rt.executor.execute(REQUESTER, token)
+    with pytest.raises(errors.ProposalNotPending):  # and it cannot be confirmed back
+        confirm(rt, proposal)
+    assert refunds_of(rt, order) == 0
+
+
+def test_revocation_after_execution_started_reports_it_and_undoes_nothing(rt):
+    order = new_order(rt, 19900)
+    proposal = propose_refund(rt, order, 19900)
+    token = token_of(rt, proposal)
+    late: list[errors.WritegateError] = []
+
+    def revoke_when(step: str) -> None:
+        if step == "claimed":  # the token is consumed and the request key claimed
+            with pytest.raises(errors.RevokeTooLate) as caught:
+                rt.service.revoke(APPROVER, proposal.proposal_id)
+            late.append(caught.value)
+
+    runtime = Runtime.open(rt.url, setup=False, step_hook=revoke_when)
+    try:
+        assert runtime.executor.execute(REQUESTER, token).status == "succeeded"
+    finally:
+        runtime.close()
+    assert late and late[0].details["execution_state"] == "running"
+    assert late[0].details["execution_id"]
+    assert refunds_of(rt, order) == 1
+    current = rt.service.get_proposal(REQUESTER, proposal.proposal_id)
+    assert current.status is ProposalStatus.EXECUTED and current.revoked_by is None
+    with pytest.raises(errors.RevokeTooLate) as after:
+        rt.service.revoke(REQUESTER, proposal.proposal_id)
+    assert after.value.details["execution_state"] == "succeeded"
+
+
+def race_revoke_and_execute(rt: Runtime, token: str, proposal_id: str) -> dict[str, str]:
+    """Execute and revoke at the same instant, each on its own connection."""
+    barrier, outcomes = threading.Barrier(2), {}
+    calls = {
+        "execute": lambda: rt.executor.execute(REQUESTER, token),
+        "revoke": lambda: rt.service.revoke(APPROVER, proposal_id),
+    }
+
+    def run(name: str) -> None:
+        barrier.wait()
+        try:
+            calls[name]()
+            outcomes[name] = "ok"
+        except errors.WritegateError as exc:
+            outcomes[name] = exc.code
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+def test_revocation_racing_execution_has_one_winner(rt):
+    for _ in range(5):
+        order = new_order(rt, 19900)
+        proposal = propose_refund(rt, order, 19900)
+        outcomes = race_revoke_and_execute(rt, token_of(rt, proposal), proposal.proposal_id)
+        assert outcomes in (
+            {"execute": "ok", "revoke": "revoke_too_late"},
+            {"execute": "revoked", "revoke": "ok"},
+        ), outcomes
+        assert refunds_of(rt, order) == (1 if outcomes["execute"] == "ok" else 0)
