@@ -49,10 +49,13 @@ def _in_tenant(tx: LedgerTx, identity: Identity, proposal_id: str, *, lock: bool
 
 
 def for_review(service: ApprovalService, identity: Identity, proposal_id: str) -> Proposal:
-    """The proposal, preview included, exactly as the requester saw it."""
+    """The proposal, preview included, exactly as the requester saw it, for an approver."""
     _require_approver(identity)
     with service.store.transaction() as tx:
-        return _in_tenant(tx, identity, proposal_id, lock=False)
+        proposal = _in_tenant(tx, identity, proposal_id, lock=False)
+    if proposal.subject == identity.user_id:  # say so before anyone reads and decides
+        raise SelfApproval(proposal_id=proposal_id)
+    return proposal
 
 
 def awaiting_second(service: ApprovalService, identity: Identity) -> list[Proposal]:

@@ -32,6 +32,7 @@ _COMMAND_MODULES: list[str] = [
     "graph.cli_threads",
     "graph.cli_mcp",
     "graph.cli_serve",
+    "graph.cli_admin",
 ]
 
 

@@ -11,13 +11,16 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
+from typer.testing import CliRunner
 
 from approval import errors
 from approval.models import Identity, ProposalStatus
 from approval.service import Confirmation
+from graph import cli
 from graph.runtime import Runtime
 from tests.integration.tier_helpers import (
     APPROVER,
@@ -245,3 +248,37 @@ def test_revocation_racing_execution_has_one_winner(rt):
             {"execute": "revoked", "revoke": "ok"},
         ), outcomes
         assert refunds_of(rt, order) == (1 if outcomes["execute"] == "ok" else 0)
+
+
+# -- the console -----------------------------------------------------------------------
+
+
+def run_cli(rt: Runtime, *args: str, stdin: str | None = None) -> Any:
+    if not any(command.name == "approve" for command in cli.app.registered_commands):
+        cli._load_commands()
+    result = CliRunner().invoke(cli.app, list(args), input=stdin, env={"DATABASE_URL": rt.url})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result
+
+
+def test_console_shows_the_same_preview_then_approves_and_revokes(rt, monkeypatch):
+    monkeypatch.setattr(cli.console, "width", 200)  # ids stay on one line in tables
+    order = new_order(rt, 600000)
+    proposal = propose_refund(rt, order, 600000)
+    confirm(rt, proposal, "¥6,000.00")
+    me = ("--user", "lead_1", "--tenant", TENANT)
+    listed = run_cli(rt, "approvals", *me)
+    assert proposal.proposal_id in listed.output
+    refused = run_cli(rt, "approve", proposal.proposal_id, "--user", "user_42", "--tenant", TENANT)
+    assert refused.exit_code == 1 and "self_approval" in refused.output
+    undecided = run_cli(rt, "approve", proposal.proposal_id, *me, stdin="n\n")
+    assert undecided.exit_code == 1 and "¥6,000.00" in undecided.output
+    assert "second_approver" in undecided.output and "amount ¥6,000.00 (+3)" in undecided.output
+    approved = run_cli(rt, "approve", proposal.proposal_id, *me, stdin="y\n")
+    assert approved.exit_code == 0, approved.output
+    assert rt.service.get_proposal(REQUESTER, proposal.proposal_id).second_approver == "lead_1"
+    revoked = run_cli(rt, "revoke", proposal.proposal_id, *me)
+    assert revoked.exit_code == 0 and "revoked" in revoked.output
+    with pytest.raises(errors.ProposalNotPending):  # the requester comes back: it is gone
+        confirm(rt, proposal)
+    assert refunds_of(rt, order) == 0
