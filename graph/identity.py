@@ -21,7 +21,8 @@ def identity_of(config: RunnableConfig) -> Identity:
             "authenticated session before running the writegate graph"
         )
     roles = conf.get("roles") or ()
-    return Identity(user, tenant, frozenset(roles))
+    trust = conf.get("trust")  # the host's judgement of user and device; feeds the risk tier
+    return Identity(user, tenant, frozenset(roles), trust if isinstance(trust, str) else None)
 
 
 def thread_of(config: RunnableConfig) -> str:

@@ -33,7 +33,12 @@ from graph.runtime import Runtime
 # A confirmed proposal is still editable: a node re-run after a crash replays the edit.
 _EDITABLE = (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED)
 # Answers after which the question is over: report, do not ask again.
-_FINAL_CODES = ("proposal_expired", "proposal_not_pending", "already_consumed")
+_FINAL_CODES = ("proposal_expired", "proposal_not_pending", "already_consumed", "policy_changed")
+_AWAITING_SECOND = {
+    "what": "second_approval",
+    "message": "You confirmed; an approver of your tenant must approve this exact preview. "
+    "Confirm again once they have, and it runs.",
+}
 
 
 class WriteState(TypedDict, total=False):
@@ -81,7 +86,10 @@ class WriteBranch:
             ended = proposal_error(proposal.status, proposal.proposal_id)
             if ended is not None and proposal.status is not ProposalStatus.SUPERSEDED:
                 return self._finish(call, ended)
-            answer = interrupt(approval_request(proposal, error))
+            request = approval_request(proposal, error)
+            if proposal.status is ProposalStatus.AWAITING_SECOND:
+                request["awaiting"] = dict(_AWAITING_SECOND)  # the same question, one step on
+            answer = interrupt(request)
             try:
                 decision = parse_decision(answer, asked_proposal_id=proposal.proposal_id)
                 outcome = self._decide(identity, proposal, decision)

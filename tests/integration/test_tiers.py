@@ -7,6 +7,7 @@ with the confirmation that satisfies it and the ones that must not.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -15,6 +16,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
 from typer.testing import CliRunner
 
 from approval import errors
@@ -22,6 +25,14 @@ from approval.models import Identity, ProposalStatus
 from approval.service import Confirmation
 from graph import cli
 from graph.runtime import Runtime
+from tests.integration.graph_helpers import config as graph_config
+from tests.integration.graph_helpers import (
+    only_interrupt,
+    refund_call,
+    scripted_graph,
+    tool_content,
+    tool_messages,
+)
 from tests.integration.tier_helpers import (
     APPROVER,
     REQUESTER,
@@ -282,3 +293,63 @@ def test_console_shows_the_same_preview_then_approves_and_revokes(rt, monkeypatc
     with pytest.raises(errors.ProposalNotPending):  # the requester comes back: it is gone
         confirm(rt, proposal)
     assert refunds_of(rt, order) == 0
+
+
+# -- the graph -------------------------------------------------------------------------
+
+
+def graph_refund(rt: Runtime, amount: int) -> tuple[Any, dict[str, Any], str, Any]:
+    """A thread where the model proposes a refund of `amount`; up to its first question."""
+    order = new_order(rt, amount)
+    graph = scripted_graph(rt, [refund_call(order, amount)], "done")
+    cfg = graph_config("tiers-" + secrets.token_hex(4))
+    asked = only_interrupt(graph.invoke({"messages": [HumanMessage("refund")]}, cfg))
+    return graph, cfg, order, asked
+
+
+def test_graph_second_approver_flow_interrupts_again_then_runs_once(rt):
+    graph, cfg, order, asked = graph_refund(rt, 600000)
+    proposal_id = asked.value["proposal_id"]
+    assert asked.value["preview"]["confirmation"]["tier"] == "second_approver"
+    answer = {"action": "confirm", "proposal_id": proposal_id, "retyped": "6,000.00"}
+    waiting = only_interrupt(graph.invoke(Command(resume=answer), cfg))
+    assert waiting.value["awaiting"]["what"] == "second_approval"
+    assert waiting.value["proposal_id"] == proposal_id and refunds_of(rt, order) == 0
+    again = only_interrupt(graph.invoke(Command(resume=answer), cfg))  # not approved yet
+    assert again.value["awaiting"]["what"] == "second_approval" and refunds_of(rt, order) == 0
+    rt.service.approve_as_second(APPROVER, proposal_id)  # out of band, e.g. `writegate approve`
+    out = graph.invoke(Command(resume={"action": "confirm", "proposal_id": proposal_id}), cfg)
+    [message] = tool_messages(out)
+    assert tool_content(message)["status"] == "succeeded" and refunds_of(rt, order) == 1
+    out = graph.invoke(Command(resume={"action": "confirm", "proposal_id": proposal_id}), cfg)
+    assert refunds_of(rt, order) == 1  # a replayed resume runs nothing
+
+
+def test_graph_tells_the_model_when_the_approval_was_revoked(rt):
+    graph, cfg, order, asked = graph_refund(rt, 600000)
+    proposal_id = asked.value["proposal_id"]
+    answer = {"action": "confirm", "proposal_id": proposal_id, "retyped": "¥6,000.00"}
+    only_interrupt(graph.invoke(Command(resume=answer), cfg))
+    rt.service.approve_as_second(APPROVER, proposal_id)
+    rt.service.revoke(APPROVER, proposal_id)
+    out = graph.invoke(Command(resume={"action": "confirm", "proposal_id": proposal_id}), cfg)
+    [message] = tool_messages(out)
+    assert tool_content(message)["code"] == "revoked" and refunds_of(rt, order) == 0
+
+
+def test_graph_retype_refusal_keeps_the_question_and_low_trust_raises_the_tier(rt):
+    graph, cfg, order, asked = graph_refund(rt, 19900)
+    assert asked.value["preview"]["confirmation"]["tier"] == "one_click"
+    order = new_order(rt, 19900)
+    graph = scripted_graph(rt, [refund_call(order, 19900)], "done")
+    cfg = graph_config("tiers-" + secrets.token_hex(4))
+    cfg["configurable"]["trust"] = "low"  # from the host's session, never from the model
+    asked = only_interrupt(graph.invoke({"messages": [HumanMessage("refund")]}, cfg))
+    assert asked.value["preview"]["confirmation"]["tier"] == "retype"
+    wrong = {"action": "confirm", "proposal_id": asked.value["proposal_id"], "retyped": "19900"}
+    refused = only_interrupt(graph.invoke(Command(resume=wrong), cfg))
+    assert refused.value["error"]["code"] == "retype_mismatch" and refunds_of(rt, order) == 0
+    right = {**wrong, "retyped": "¥199.00"}
+    out = graph.invoke(Command(resume=right), cfg)
+    assert tool_content(tool_messages(out)[0])["status"] == "succeeded"
+    assert refunds_of(rt, order) == 1
