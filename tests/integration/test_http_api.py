@@ -306,7 +306,8 @@ def test_a_second_click_while_the_first_executes_waits_for_it(
             thread = http.post("/v1/threads", headers=alice).json()["thread_id"]
             text = f"refund 2.00 CNY of {order} because it is scratched"
             http.post(f"/v1/threads/{thread}/messages", headers=alice, json={"content": text})
-            pid = http.get("/v1/approvals", headers=alice).json()["approvals"][0]["proposal_id"]
+            pending = http.get("/v1/approvals", headers=alice).json()["approvals"]
+            pid = next(a["proposal_id"] for a in pending if a["thread_id"] == thread)
 
             def click(key: str) -> httpx.Response:
                 headers = {**alice, "Idempotency-Key": key}
