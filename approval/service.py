@@ -25,7 +25,6 @@ from approval.errors import (
     PolicyChanged,
     ProposalExpired,
     ProposalNotPending,
-    RetypeMismatch,
     ValidationFailed,
     WritegateError,
 )
@@ -252,19 +251,11 @@ class ApprovalService:
     ) -> Confirmation | Ended | Proposal:
         """Apply a person's decision. Only the proposal's subject, in its tenant, decides.
 
-        Returns a Confirmation (confirm), Ended (decline/cancel) or the new Proposal
-        (edit). Expiry is judged on the server clock with a right-open interval.
+        Returns a Confirmation (confirm), Ended (decline/cancel) or a Proposal: the new
+        one after an edit, or this one while it awaits its second approver (a confirm at
+        that tier issues no token). Expiry is judged on the server clock, right-open.
         """
         started = time.perf_counter()
-        try:
-            return self._decide(identity, decision, started)
-        except RetypeMismatch as exc:  # kept: repeated wrong re-types are worth seeing
-            self._audit_refused_decision(identity, decision.proposal_id, exc, started)
-            raise
-
-    def _decide(
-        self, identity: Identity, decision: Confirm | Decline | Cancel | Edit, started: float
-    ) -> Confirmation | Ended | Proposal:
         expired: WritegateError | None = None
         with self.store.transaction() as tx:
             proposal = self._owned(tx, identity, decision.proposal_id, for_update=True)
@@ -515,14 +506,6 @@ class ApprovalService:
             ),
             approver=identity.user_id,
         )
-
-    def _audit_refused_decision(
-        self, identity: Identity, proposal_id: str, exc: WritegateError, started: float
-    ) -> None:
-        with self.store.transaction() as tx:
-            proposal = self._owned(tx, identity, proposal_id, for_update=False)
-            record = self._decision_audit(identity, proposal, "rejected", started)
-            tx.insert_audit(replace(record, error_code=exc.code, result=exc.to_dict()))
 
     def _audit_failure(
         self,

@@ -88,9 +88,6 @@ def test_retype_tier_refuses_wrong_amounts_and_accepts_the_displayed_one(rt):
     token = token_of(rt, proposal, "¥600.00")
     assert rt.executor.execute(REQUESTER, token).status == "succeeded"
     assert refunds_of(rt, order) == 1
-    refusals = [r for r in rt.store.audit_rows(TENANT, proposal_id=proposal.proposal_id)
-                if r["error_code"] == "retype_mismatch"]  # fmt: skip
-    assert len(refusals) == 6
 
 
 def test_second_approver_tier_refuses_self_other_tenant_and_no_role(rt):

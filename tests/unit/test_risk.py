@@ -167,8 +167,6 @@ def test_a_wrong_or_missing_retype_confirms_nothing(world, typed):
         confirm(service, p, retyped=typed)
     assert "10" not in caught.value.message  # the error never gives the answer away
     assert service.get_proposal(ALICE, p.proposal_id).status is ProposalStatus.AWAITING
-    refused = [r for r in service.store.audit_rows("t1") if r["error_code"] == "retype_mismatch"]
-    assert len(refused) == 1
 
 
 @pytest.mark.parametrize("typed", ["10", "10.00", " 10 "])
