@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from approval.models import (
     TokenStatus,
 )
 from approval.outcomes import execution_outcome
+from approval.retention import TombstoneLookup
 from approval.service import ApprovalService, new_id
 from approval.spec import DownstreamResult, ToolContext, ToolSpec
 from approval.store import LedgerTx
@@ -61,11 +63,33 @@ RUNNING = (ExecutionStatus.RUNNING,)
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Only transient downstream errors are retried, at most twice, same request key."""
+    """Only transient downstream errors are retried, at most twice, same request key.
+
+    `call_timeout` bounds each downstream call (None: the client's own timeout only);
+    a call that overruns it is abandoned as `upstream_timeout`, i.e. it may still
+    apply. The lease should outlast the worst case, (max_retries + 1) calls plus
+    backoff, or a healthy worker gets reconciled under its feet (safe, but wasted).
+    """
 
     max_retries: int = 2
     base_delay: float = 0.2
+    max_delay: float = 5.0
     lease: timedelta = timedelta(seconds=30)
+    call_timeout: float | None = 10.0
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.base_delay * 2**attempt, self.max_delay))
+
+
+def outcome_status(outcome: DownstreamResult | WritegateError) -> ExecutionStatus:
+    """Where a downstream answer leaves an execution. A timeout is not a failure."""
+    if isinstance(outcome, DownstreamResult):
+        return ExecutionStatus.SUCCEEDED
+    if isinstance(outcome, UpstreamTimeout):  # it may have applied
+        return ExecutionStatus.UNKNOWN
+    if outcome.code in RETRYABLE_CODES:
+        return ExecutionStatus.FAILED_RETRYABLE
+    return ExecutionStatus.FAILED_TERMINAL
 
 
 def default_owner() -> str:
@@ -81,15 +105,19 @@ class Executor:
         owner: str | None = None,
         step_hook: Callable[[str], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        tombstones: TombstoneLookup | None = None,
     ) -> None:
         self.service = service
         self.store = service.store
         self.retry = retry or RetryPolicy()
         self.owner = owner or default_owner()
-        # Called at each step boundary ("claimed", "downstream_applied", "recorded");
+        # Called at each step boundary ("claimed", "downstream_returned", "recorded");
         # the fault-injection suite uses it to kill the process at a precise point.
         self.step_hook = step_hook or (lambda step: None)
         self.sleep = sleep
+        # Purged operations leave tombstones; without a lookup a purged token is
+        # still refused (as unknown), just with a less precise reason.
+        self.tombstones = tombstones
 
     def execute(
         self,
@@ -106,7 +134,11 @@ class Executor:
                     tx, identity, token, proposal_id, operation, started
                 )
         except AlreadyConsumed as exc:
-            return self._after_consumed(identity, exc)
+            return self._after_consumed(identity, exc, started)
+        except TokenUnknown as exc:
+            refusal = self._purged(token) or exc
+            self._audit_refusal(identity, token, proposal_id, operation, refusal, started)
+            raise refusal from None
         except WritegateError as exc:
             self._audit_refusal(identity, token, proposal_id, operation, exc, started)
             raise
@@ -126,8 +158,15 @@ class Executor:
         operation: str | None,
         started: float,
     ) -> tuple[Proposal, ToolSpec, Execution]:
-        token = tx.get_token(hash_secret(secret), for_update=True) if secret else None
-        if token is None:
+        hashed = hash_secret(secret) if secret else ""
+        peek = tx.get_token(hashed) if hashed else None
+        if peek is None:
+            raise TokenUnknown(proposal_id=proposal_id)
+        # Lock in decide()'s order, the proposal row and then its token, so that a
+        # confirm racing this execute waits for it instead of deadlocking with it.
+        tx.get_proposal(peek.proposal_id, for_update=True)
+        token = tx.get_token(hashed, for_update=True)
+        if token is None:  # a concurrent confirm replaced it
             raise TokenUnknown(proposal_id=proposal_id)
         if token.subject != identity.user_id:
             raise SubjectMismatch()
@@ -170,6 +209,11 @@ class Executor:
                 proposal_id=proposal.proposal_id, expired_at=token.expires_at.isoformat()
             )
         spec = self.service._spec(proposal.operation)
+        if self.tombstones is not None:
+            # Rows restored or replayed past a purge must not run the operation again.
+            stone = self.tombstones.find_tombstone(tx, request_key=token.request_key)
+            if stone is not None:
+                raise stone.refusal()
         existing = tx.get_execution(request_key=token.request_key)
         if existing is not None:
             if existing.fingerprint != proposal.fingerprint:
@@ -245,18 +289,55 @@ class Executor:
     def call_with_retries(
         self, spec: ToolSpec, args: dict[str, Any], request_key: str
     ) -> DownstreamResult | WritegateError:
-        """Same request key every attempt; only transient codes are retried."""
-        attempt = 0
+        """Same request key every attempt; only transient codes are retried.
+
+        Once any attempt may have applied (a timeout, a broken connection), the
+        answer stays `upstream_timeout` even if later attempts only got 503s: a
+        later refusal to answer does not undo an earlier attempt that may have acted.
+        """
+        attempt, ambiguous = 0, False
         while True:
             try:
-                return spec.call_downstream(args, request_key)
+                return self._call_once(spec, args, request_key)
             except WritegateError as exc:
+                ambiguous = ambiguous or isinstance(exc, UpstreamTimeout)
                 if exc.code not in RETRYABLE_CODES or attempt >= self.retry.max_retries:
+                    if ambiguous and exc.code in RETRYABLE_CODES:
+                        return UpstreamTimeout(
+                            "an earlier attempt may have applied", last_error=exc.code
+                        )
                     return exc
-            except Exception as exc:  # the downstream may have acted
+            except Exception as exc:  # the downstream may have acted: unknown, not retried
                 return UpstreamTimeout(f"downstream call failed: {type(exc).__name__}")
-            self.sleep(self.retry.base_delay * 2**attempt)
+            self.sleep(self.retry.delay(attempt))
             attempt += 1
+
+    def _call_once(
+        self, spec: ToolSpec, args: dict[str, Any], request_key: str
+    ) -> DownstreamResult:
+        timeout = self.retry.call_timeout
+        if timeout is None:
+            return spec.call_downstream(args, request_key)
+        # A thread, so any downstream gets a deadline; an overrun call is abandoned,
+        # not stopped, which is why the answer is "unknown" and the key stays the same.
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["result"] = spec.call_downstream(args, request_key)
+            except BaseException as exc:
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=f"downstream {request_key}", daemon=True).start()
+        if not done.wait(timeout):
+            raise UpstreamTimeout(f"no answer within {timeout:g} s", timeout_s=timeout)
+        if "error" in box:
+            raise box["error"]
+        result: DownstreamResult = box["result"]
+        return result
 
     def record(
         self,
@@ -271,17 +352,11 @@ class Executor:
     ) -> Execution:
         """Write the outcome, guarded by our lease; if we lost it, report what is there."""
         provider_ref, result, error_code = None, None, None
+        new = outcome_status(outcome)
         if isinstance(outcome, DownstreamResult):
-            new = ExecutionStatus.SUCCEEDED
             provider_ref, result = outcome.provider_ref, outcome.result
         else:
             error_code = outcome.code
-            if isinstance(outcome, UpstreamTimeout):  # it may have applied: not a failure
-                new = ExecutionStatus.UNKNOWN
-            elif outcome.code in RETRYABLE_CODES:
-                new = ExecutionStatus.FAILED_RETRYABLE
-            else:
-                new = ExecutionStatus.FAILED_TERMINAL
         done = tx.transition_execution(
             execution.execution_id,
             RUNNING,
@@ -304,17 +379,19 @@ class Executor:
 
     # -- replays ----------------------------------------------------------------------
 
-    def _after_consumed(self, identity: Identity, exc: AlreadyConsumed) -> Receipt:
+    def _after_consumed(self, identity: Identity, exc: AlreadyConsumed, started: float) -> Receipt:
         """A second use of a consumed token by its own subject: report the first result.
 
         A failed_retryable execution is resumed with the same request key; anything
-        else is reported, never re-run.
+        else is reported, never re-run. Each such duplicate is audited, which is what
+        the duplicate-request metric counts.
         """
         execution_id = exc.details.get("execution_id")
         with self.store.transaction() as tx:
             execution = tx.get_execution(execution_id=execution_id) if execution_id else None
             if execution is None or execution.subject != identity.user_id:
                 raise exc
+            tx.insert_audit(self._duplicate_audit(identity, execution, started))
             if execution.status is ExecutionStatus.FAILED_RETRYABLE:
                 claimed = tx.transition_execution(
                     execution.execution_id,
@@ -339,6 +416,14 @@ class Executor:
             )
         return execution_outcome(execution)
 
+    def _purged(self, secret: str) -> WritegateError | None:
+        """The precise refusal for a token whose records the retention purge removed."""
+        if self.tombstones is None or not secret:
+            return None
+        with self.store.transaction() as tx:
+            stone = self.tombstones.find_tombstone(tx, token_hash=hash_secret(secret))
+        return stone.refusal() if stone is not None else None
+
     # -- audit ------------------------------------------------------------------------
 
     def _execution_audit(
@@ -362,6 +447,25 @@ class Executor:
             requested_digest=proposal.args_digest if proposal else None,
             approved_digest=execution.args_digest,
             executed_digest=execution.args_digest,
+        )
+
+    def _duplicate_audit(
+        self, identity: Identity, execution: Execution, started: float
+    ) -> AuditRecord:
+        return AuditRecord(
+            tenant_id=execution.tenant_id,
+            user_id=identity.user_id,
+            thread_id=None,
+            tool_name=execution.operation,
+            event="execute",
+            arguments=None,
+            arguments_hash=execution.args_digest,
+            status="duplicate",
+            result={"execution_status": execution.status.value},
+            error_code=AlreadyConsumed.code,
+            duration_ms=int((time.perf_counter() - started) * 1000),
+            request_key=execution.request_key,
+            proposal_id=execution.proposal_id,
         )
 
     def _audit_refusal(
@@ -392,4 +496,4 @@ class Executor:
             )
 
 
-__all__ = ["ExecutionFailed", "Executor", "OutcomeUnknown", "RetryPolicy"]
+__all__ = ["ExecutionFailed", "Executor", "OutcomeUnknown", "RetryPolicy", "outcome_status"]
