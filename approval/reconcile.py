@@ -1,0 +1,314 @@
+"""Reconciliation: settle executions whose outcome nobody knows, by asking the downstream.
+
+Candidates are `unknown` executions (a timeout, a lost answer), `failed_retryable` ones
+(transient refusals) and `running` ones whose lease expired (the worker died or hangs).
+An expired lease proves nothing about the old worker, so a candidate is never simply
+re-run: the reconciler claims it with a lease of its own, looks the request key up at
+the downstream, and then
+
+- records the success with the provider's reference when the downstream has it;
+- calls again with the SAME request key when the downstream says it never saw the key
+  (a straggling old worker using that key too is deduplicated by the downstream);
+- marks it `escalated` for a person when the answer stays ambiguous: the lookup keeps
+  failing, the provider's record disagrees with ours, or the key is older than the
+  downstream keeps keys (a "never seen" would then prove nothing).
+
+Every transition, the claim included, writes an audit row with event `reconcile`.
+Storage is behind `BacklogStore` (PostgreSQL: `checkpoints/ops.py`, where several
+workers claim with `FOR UPDATE SKIP LOCKED`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from approval.errors import NotFound, WritegateError
+from approval.execution import Executor, RetryPolicy, default_owner, outcome_status
+from approval.models import AuditRecord, Execution, ExecutionStatus, Identity, Receipt
+from approval.outcomes import execution_outcome
+from approval.service import ApprovalService
+from approval.spec import DownstreamResult, ToolContext, ToolSpec
+from approval.store import LedgerStore, LedgerTx
+
+ACTOR = "system:reconciler"
+
+
+@dataclass(frozen=True)
+class ReconcilePolicy:
+    lease: timedelta = timedelta(seconds=60)
+    max_checks: int = 6  # claims of one execution before a person must decide
+    backoff: float = 5.0  # seconds before the next check, doubled per check
+    max_backoff: float = 600.0
+    # How long the downstream remembers idempotency keys: past it, "never seen" is
+    # no proof of "never applied", so such an execution is escalated, not re-sent.
+    key_retention: timedelta = timedelta(hours=24)
+
+    def delay(self, checks: int) -> float:
+        return float(min(self.backoff * 2 ** max(checks - 1, 0), self.max_backoff))
+
+
+@dataclass(frozen=True)
+class BacklogItem:
+    """A claimed execution: ours (status running, our lease) until settled or deferred."""
+
+    execution: Execution
+    previous_status: str
+    checks: int  # including this claim
+    age_seconds: float  # since the execution started, on the database clock
+
+
+@dataclass(frozen=True)
+class Settled:
+    execution_id: str
+    request_key: str
+    previous_status: str
+    status: str
+    action: str  # found | retried | deferred | escalated | lost_lease
+
+
+class BacklogStore(Protocol):
+    def claim_due(
+        self,
+        owner: str,
+        *,
+        lease_seconds: float,
+        limit: int,
+        audit: Callable[[BacklogItem], AuditRecord],
+    ) -> list[BacklogItem]:
+        """Claim up to `limit` due candidates no other worker holds, auditing each claim."""
+        ...
+
+    def settle(
+        self,
+        tx: LedgerTx,
+        execution_id: str,
+        owner: str,
+        status: ExecutionStatus,
+        *,
+        provider_ref: str | None = None,
+        result: dict[str, Any] | None = None,
+        error_code: str | None = None,
+    ) -> Execution | None:
+        """Final (or deferred) state, guarded by our lease; None if we lost it."""
+        ...
+
+    def defer(
+        self,
+        tx: LedgerTx,
+        execution_id: str,
+        owner: str,
+        status: ExecutionStatus,
+        *,
+        delay_seconds: float,
+        error_code: str | None,
+    ) -> Execution | None: ...
+
+    def escalate(
+        self, tx: LedgerTx, execution_id: str, owner: str, reason: dict[str, Any]
+    ) -> Execution | None: ...
+
+
+def receipt_for(store: LedgerStore, identity: Identity, proposal_id: str) -> Receipt:
+    """The final receipt of a proposal's execution, for its own subject and tenant.
+
+    Raises what the execution's state means (OutcomeUnknown while reconciling,
+    InProgress, the failure's code); a stranger's proposal looks missing.
+    """
+    with store.transaction() as tx:
+        execution = tx.get_execution(proposal_id=proposal_id)
+    if (
+        execution is None
+        or execution.subject != identity.user_id
+        or execution.tenant_id != identity.tenant_id
+    ):
+        raise NotFound("no execution for this proposal", proposal_id=proposal_id)
+    return execution_outcome(execution)
+
+
+def agrees(found: DownstreamResult, execution: Execution) -> bool:
+    """The downstream's record is for our request: every argument it echoes matches."""
+    return all(found.result[k] == v for k, v in execution.args.items() if k in found.result)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        service: ApprovalService,
+        backlog: BacklogStore,
+        *,
+        policy: ReconcilePolicy | None = None,
+        retry: RetryPolicy | None = None,
+        owner: str | None = None,
+        step_hook: Callable[[str], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.service = service
+        self.backlog = backlog
+        self.policy = policy or ReconcilePolicy()
+        self.owner = owner or "reconciler:" + default_owner()
+        # The retry path reuses the executor's rules: same key, transient codes only.
+        self.executor = Executor(service, retry=retry, owner=self.owner, sleep=sleep)
+        self.step_hook = step_hook or (lambda step: None)
+
+    def run_once(self, limit: int = 20) -> list[Settled]:
+        """Claim one batch of due candidates and settle each; [] when none is due."""
+        items = self.backlog.claim_due(
+            self.owner,
+            lease_seconds=self.policy.lease.total_seconds(),
+            limit=limit,
+            audit=self._claim_audit,
+        )
+        return [self.reconcile(item) for item in items]
+
+    def drain(self, limit: int = 20, max_batches: int = 1000) -> list[Settled]:
+        """Run batches until nothing is due (deferred work waits for its next check)."""
+        done: list[Settled] = []
+        for _ in range(max_batches):
+            batch = self.run_once(limit)
+            if not batch:
+                break
+            done.extend(batch)
+        return done
+
+    def reconcile(self, item: BacklogItem) -> Settled:
+        execution = item.execution
+        self.step_hook("claimed")
+        try:
+            spec = self.service.tools.get(execution.operation)
+        except KeyError:
+            return self._escalate(item, {"reason": "unknown_operation"})
+        try:
+            found = spec.lookup_downstream(execution.args, execution.request_key)
+        except Exception as exc:  # cannot tell: try later, then hand it to a person
+            code = exc.code if isinstance(exc, WritegateError) else type(exc).__name__
+            return self._defer(item, ExecutionStatus.UNKNOWN, code, "lookup_failed")
+        self.step_hook("looked_up")
+        if found is not None:
+            if not agrees(found, execution):
+                return self._escalate(
+                    item, {"reason": "provider_mismatch", "provider_result": found.result}
+                )
+            return self._settle(item, found, "found")
+        if item.age_seconds > self.policy.key_retention.total_seconds():
+            return self._escalate(item, {"reason": "key_may_have_expired_downstream"})
+        outcome = self.executor.call_with_retries(spec, execution.args, execution.request_key)
+        self.step_hook("downstream_returned")
+        return self._settle(item, outcome, "retried", spec)
+
+    # -- transitions, each guarded by our lease and audited -----------------------------
+
+    def _settle(
+        self,
+        item: BacklogItem,
+        outcome: DownstreamResult | WritegateError,
+        action: str,
+        spec: ToolSpec | None = None,
+    ) -> Settled:
+        new = outcome_status(outcome)
+        if new in (ExecutionStatus.UNKNOWN, ExecutionStatus.FAILED_RETRYABLE):
+            assert isinstance(outcome, WritegateError)
+            return self._defer(item, new, outcome.code, action)
+        execution = item.execution
+        with self.service.store.transaction() as tx:
+            if isinstance(outcome, DownstreamResult):
+                done = self.backlog.settle(
+                    tx,
+                    execution.execution_id,
+                    self.owner,
+                    new,
+                    provider_ref=outcome.provider_ref,
+                    result=outcome.result,
+                )
+            else:
+                done = self.backlog.settle(
+                    tx, execution.execution_id, self.owner, new, error_code=outcome.code
+                )
+            if done is None:
+                return self._lost(item)
+            if new is ExecutionStatus.FAILED_TERMINAL and spec is not None:
+                ctx = ToolContext(Identity(execution.subject, execution.tenant_id), tx.conn)
+                spec.compensate(ctx, execution.args, execution.request_key)
+            tx.insert_audit(self._audit(item, done, action))
+        self.step_hook("recorded")
+        return self._result(item, done, action)
+
+    def _defer(
+        self, item: BacklogItem, status: ExecutionStatus, error_code: str | None, action: str
+    ) -> Settled:
+        if item.checks >= self.policy.max_checks:
+            return self._escalate(
+                item, {"reason": "still_ambiguous", "checks": item.checks, "last_error": error_code}
+            )
+        execution = item.execution
+        with self.service.store.transaction() as tx:
+            done = self.backlog.defer(
+                tx,
+                execution.execution_id,
+                self.owner,
+                status,
+                delay_seconds=self.policy.delay(item.checks),
+                error_code=error_code,
+            )
+            if done is None:
+                return self._lost(item)
+            tx.insert_audit(self._audit(item, done, f"deferred:{action}"))
+        return self._result(item, done, "deferred")
+
+    def _escalate(self, item: BacklogItem, reason: dict[str, Any]) -> Settled:
+        with self.service.store.transaction() as tx:
+            done = self.backlog.escalate(tx, item.execution.execution_id, self.owner, reason)
+            if done is None:
+                return self._lost(item)
+            tx.insert_audit(self._audit(item, done, "escalated", reason))
+        return self._result(item, done, "escalated")
+
+    def _lost(self, item: BacklogItem) -> Settled:
+        """Someone took the execution over after our lease ran out: write nothing."""
+        e = item.execution
+        return Settled(e.execution_id, e.request_key, item.previous_status, "?", "lost_lease")
+
+    @staticmethod
+    def _result(item: BacklogItem, done: Execution, action: str) -> Settled:
+        return Settled(
+            done.execution_id, done.request_key, item.previous_status, done.status.value, action
+        )
+
+    def _claim_audit(self, item: BacklogItem) -> AuditRecord:
+        return self._audit(item, item.execution, "claimed")
+
+    def _audit(
+        self,
+        item: BacklogItem,
+        execution: Execution,
+        action: str,
+        reason: dict[str, Any] | None = None,
+    ) -> AuditRecord:
+        detail: dict[str, Any] = {
+            "action": action,
+            "from": item.previous_status,
+            "check": item.checks,
+            "worker": self.owner,
+        }
+        if execution.provider_ref:
+            detail["provider_ref"] = execution.provider_ref
+        if reason:
+            detail["escalation"] = reason
+        return AuditRecord(
+            tenant_id=execution.tenant_id,
+            user_id=ACTOR,
+            thread_id=None,
+            tool_name=execution.operation,
+            event="reconcile",
+            arguments=None,
+            arguments_hash=execution.args_digest,
+            status=execution.status.value,
+            result=detail,
+            error_code=execution.error_code,
+            request_key=execution.request_key,
+            proposal_id=execution.proposal_id,
+            executed_digest=execution.args_digest,
+        )

@@ -1,0 +1,175 @@
+"""SQL for operations: the reconcile backlog, escalations, retention and ledger statistics.
+
+Every reconciler transition is one statement guarded by `status = 'running' AND
+lease_owner = %(owner)s`: a worker whose lease was taken over writes nothing. The
+backlog is claimed with `FOR UPDATE SKIP LOCKED`, so any number of workers, in any
+number of processes, each get different rows and never wait on each other.
+"""
+
+from __future__ import annotations
+
+from checkpoints.ledger_sql import EXECUTION_COLUMNS
+
+_E_COLUMNS = ", ".join("e." + c.strip() for c in EXECUTION_COLUMNS.split(","))
+
+# Due: unknown or failed_retryable past their next check, or running with an expired
+# lease. The status list matches the partial index wg_executions_backlog_idx.
+_DUE = """
+    status IN ('running', 'unknown', 'failed_retryable')
+    AND (status <> 'running' OR lease_expires_at <= now())
+    AND (next_check_at IS NULL OR next_check_at <= now())"""
+
+CLAIM_DUE_SQL = f"""
+WITH due AS (
+    SELECT execution_id, status AS previous_status
+    FROM wg_executions
+    WHERE {_DUE}
+    ORDER BY updated_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE wg_executions AS e
+SET status = 'running',
+    lease_owner = %(owner)s,
+    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
+    checks = e.checks + 1,
+    next_check_at = NULL,
+    updated_at = now()
+FROM due
+WHERE e.execution_id = due.execution_id
+RETURNING {_E_COLUMNS}, due.previous_status, e.checks AS checks,
+    extract(epoch FROM now() - e.created_at)::float8 AS age_seconds"""
+
+_GUARD = "WHERE execution_id = %(execution_id)s AND status = 'running' AND lease_owner = %(owner)s"
+
+SETTLE_SQL = f"""
+UPDATE wg_executions
+SET status = %(status)s,
+    provider_ref = COALESCE(%(provider_ref)s, provider_ref),
+    result = COALESCE(%(result)s, result),
+    error_code = %(error_code)s,
+    updated_at = now(),
+    completed_at = now(),
+    reconciled_at = now()
+{_GUARD}
+RETURNING {EXECUTION_COLUMNS}"""
+
+DEFER_SQL = f"""
+UPDATE wg_executions
+SET status = %(status)s,
+    error_code = %(error_code)s,
+    next_check_at = now() + make_interval(secs => %(delay_seconds)s),
+    updated_at = now()
+{_GUARD}
+RETURNING {EXECUTION_COLUMNS}"""
+
+ESCALATE_SQL = f"""
+UPDATE wg_executions
+SET status = 'escalated', escalation = %(reason)s, updated_at = now()
+{_GUARD}
+RETURNING {EXECUTION_COLUMNS}"""
+
+LIST_ESCALATIONS_SQL = f"""
+SELECT {_E_COLUMNS}, e.checks, e.escalation, p.thread_id, p.decided_by, p.preview
+FROM wg_executions e JOIN wg_proposals p ON p.proposal_id = e.proposal_id
+WHERE e.status = 'escalated' AND (%(tenant_id)s::text IS NULL OR e.tenant_id = %(tenant_id)s)
+ORDER BY e.created_at
+LIMIT %(limit)s"""
+
+ESCALATION_HISTORY_SQL = """
+SELECT created_at, event, user_id, status, error_code, result
+FROM wg_audit WHERE proposal_id = %s AND event IN ('execute', 'reconcile')
+ORDER BY audit_id"""
+
+# -- tombstones and retention ----------------------------------------------------------
+
+TOMBSTONE_COLUMNS = """request_key, token_hash, proposal_id, tenant_id, subject, operation,
+    final_status, execution_id, provider_ref, completed_at, purged_at"""
+
+FIND_TOMBSTONE_BY_TOKEN_SQL = f"SELECT {TOMBSTONE_COLUMNS} FROM wg_tombstones WHERE token_hash = %s"
+FIND_TOMBSTONE_BY_KEY_SQL = f"SELECT {TOMBSTONE_COLUMNS} FROM wg_tombstones WHERE request_key = %s"
+
+PICK_FINISHED_EXECUTIONS_SQL = """
+SELECT proposal_id FROM wg_executions
+WHERE status IN ('succeeded', 'failed_terminal') AND completed_at < %(cutoff)s
+ORDER BY completed_at
+LIMIT %(batch)s
+FOR UPDATE SKIP LOCKED"""
+
+# Proposals that ended without an execution are dead once they expired.
+PICK_ENDED_PROPOSALS_SQL = """
+SELECT proposal_id FROM wg_proposals
+WHERE status <> 'executed' AND expires_at < %(cutoff)s
+ORDER BY expires_at
+LIMIT %(batch)s
+FOR UPDATE SKIP LOCKED"""
+
+INSERT_TOMBSTONES_SQL = """
+INSERT INTO wg_tombstones (request_key, token_hash, proposal_id, thread_id, tool_call_id,
+    tenant_id, subject, operation, fingerprint, execution_id, final_status, provider_ref,
+    completed_at, purged_at)
+SELECT p.request_key, t.token_hash, p.proposal_id, p.thread_id, p.tool_call_id, p.tenant_id,
+    p.subject, p.operation, p.fingerprint, e.execution_id, COALESCE(e.status, p.status),
+    e.provider_ref, e.completed_at, now()
+FROM wg_proposals p
+LEFT JOIN wg_tokens t ON t.proposal_id = p.proposal_id
+LEFT JOIN wg_executions e ON e.proposal_id = p.proposal_id
+WHERE p.proposal_id = ANY(%(ids)s)
+ON CONFLICT (request_key) DO NOTHING"""
+
+# A kept proposal may name a purged one as its successor; the link goes, the row stays.
+UNLINK_SUPERSEDED_SQL = """
+UPDATE wg_proposals SET superseded_by = NULL
+WHERE superseded_by = ANY(%(ids)s) AND NOT proposal_id = ANY(%(ids)s)"""
+DELETE_EXECUTIONS_SQL = "DELETE FROM wg_executions WHERE proposal_id = ANY(%(ids)s)"
+DELETE_TOKENS_SQL = "DELETE FROM wg_tokens WHERE proposal_id = ANY(%(ids)s)"
+DELETE_PROPOSALS_SQL = "DELETE FROM wg_proposals WHERE proposal_id = ANY(%(ids)s)"
+
+CUTOFF_SQL = "SELECT now() - make_interval(days => %s) AS cutoff"
+
+# -- statistics (also the Prometheus metrics) --------------------------------------------
+
+OPEN_EXECUTIONS_SQL = """
+SELECT operation, status, count(*) AS n FROM wg_executions
+WHERE status IN ('running', 'unknown', 'failed_retryable', 'escalated')
+GROUP BY operation, status"""
+
+BACKLOG_SQL = """
+SELECT count(*) AS n,
+    COALESCE(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_s
+FROM wg_executions
+WHERE status IN ('running', 'unknown', 'failed_retryable')
+  AND (status <> 'running' OR lease_expires_at <= now())"""
+
+# Counted from the audit trail, so every process's events count, whoever scrapes.
+AUDIT_COUNTS_SQL = """
+SELECT tool_name AS operation,
+    count(*) FILTER (WHERE event = 'execute') AS execute_requests,
+    count(*) FILTER (WHERE event = 'execute' AND status = 'duplicate') AS duplicates,
+    count(DISTINCT request_key) FILTER (
+        WHERE status = 'unknown'
+           OR (event = 'reconcile' AND result->>'action' = 'claimed'
+               AND result->>'from' IN ('running', 'unknown'))
+    ) AS unknown_outcomes,
+    count(*) FILTER (WHERE event = 'reconcile' AND status = 'escalated') AS escalations
+FROM wg_audit
+WHERE event IN ('execute', 'reconcile')
+GROUP BY tool_name"""
+
+CONFLICTS_SQL = """
+SELECT tool_name AS operation, count(*) AS n FROM wg_audit
+WHERE error_code = 'idempotency_conflict' GROUP BY tool_name"""
+
+# Seconds from an execution's start to the reconciler's final answer.
+RECONCILE_LATENCY_SQL = """
+WITH lat AS (
+    SELECT extract(epoch FROM reconciled_at - created_at)::float8 AS s
+    FROM wg_executions WHERE reconciled_at IS NOT NULL
+)
+SELECT (SELECT count(*) FROM lat) AS n,
+    (SELECT COALESCE(sum(s), 0) FROM lat) AS total_s,
+    (SELECT COALESCE(max(s), 0) FROM lat) AS max_s,
+    (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s) FROM lat) AS p50_s,
+    (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY s) FROM lat) AS p95_s,
+    ARRAY(SELECT (SELECT count(*) FROM lat WHERE s <= b) FROM unnest(%(buckets)s::float8[])
+          WITH ORDINALITY AS u(b, i) ORDER BY i) AS bucket_counts"""
