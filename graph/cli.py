@@ -31,6 +31,7 @@ _COMMAND_MODULES: list[str] = [
     "graph.cli_chat",
     "graph.cli_threads",
     "graph.cli_mcp",
+    "graph.cli_ops",
     "graph.cli_serve",
     "graph.cli_admin",
 ]
