@@ -1,0 +1,1 @@
+"""Helper processes and shared machinery of the fault-injection suite."""

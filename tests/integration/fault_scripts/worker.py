@@ -1,0 +1,115 @@
+"""A child process for the fault-injection suite: executes, reconciles or runs the graph.
+
+    python -m tests.integration.fault_scripts.worker     (one JSON job on stdin)
+
+The job says what to do and at which step to die: the step hook sends SIGKILL to this
+very process, so nothing after that point runs (no cleanup, no `finally`, no flush).
+With `"barrier": true` the child prints `ready` once it is fully set up and waits for
+a `go` line, so several children can be released at the same moment. It ends by
+printing one JSON line: `{"status": ...}` for a receipt or `{"code": ...}` for an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from datetime import timedelta
+from typing import Any
+
+from approval.decisions import Confirm
+from approval.errors import WritegateError
+from approval.execution import Executor, RetryPolicy
+from approval.models import Identity
+from approval.reconcile import ReconcilePolicy, Reconciler
+from approval.service import ApprovalService, Confirmation
+from checkpoints.ledger import PgLedgerStore
+from checkpoints.ops import PgBacklog, PgTombstones
+from checkpoints.pool import open_pool
+from tools.provider_http import HttpProvider
+from tools.registry import default_registry
+
+
+def kill_at(step: str | None) -> Any:
+    def hook(reached: str) -> None:
+        if reached == step:
+            print(json.dumps({"killed_at": reached}), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
+
+
+def _barrier(job: dict[str, Any]) -> None:
+    if job.get("barrier"):
+        print("ready", flush=True)
+        sys.stdin.readline()
+
+
+def run_ledger_job(job: dict[str, Any]) -> dict[str, Any]:
+    pool = open_pool(job["db"], max_size=4)
+    service = ApprovalService(
+        PgLedgerStore(pool), default_registry(HttpProvider(job["provider"], timeout=1.0))
+    )
+    retry = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=job.get("lease_s", 0.5)))
+    hook = kill_at(job.get("kill_at"))
+    if job["mode"] == "reconcile":
+        policy = ReconcilePolicy(lease=retry.lease)
+        backlog = PgBacklog(pool)
+        reconciler = Reconciler(service, backlog, policy=policy, retry=retry, step_hook=hook)
+        _barrier(job)
+        return {"settled": [s.__dict__ for s in reconciler.drain()]}
+    executor = Executor(service, retry=retry, step_hook=hook, tombstones=PgTombstones())
+    identity = Identity(job["user"], job["tenant"])
+    _barrier(job)
+    token = job.get("token", "")
+    if job["mode"] == "confirm_execute":
+        confirmation = service.decide(
+            identity, Confirm(action="confirm", proposal_id=job["proposal_id"])
+        )
+        assert isinstance(confirmation, Confirmation)
+        token = confirmation.token
+    receipt = executor.execute(identity, token, proposal_id=job["proposal_id"])
+    return receipt.to_dict()
+
+
+def run_graph_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Propose, pause and confirm a refund in the real graph; die where told."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.types import Command
+
+    from graph.build import build_graph
+    from graph.runtime import Runtime
+    from graph.scripted import ScriptedChatModel
+
+    retry = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=job.get("lease_s", 0.5)))
+    rt = Runtime.open(
+        job["db"],
+        setup=False,
+        provider=HttpProvider(job["provider"], timeout=1.0),
+        retry=retry,
+        step_hook=kill_at(job.get("kill_at")),
+    )
+    args = {"order_id": job["order_id"], "amount_minor": job["amount"], "currency": "CNY"}
+    call = {"name": "refund_order", "args": {**args, "reason": "broken"}, "id": job["call_id"]}
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=[call]), AIMessage("done")])
+    graph = build_graph(rt, model=model, checkpointer=rt.checkpointer)
+    config: Any = {"configurable": {**job["configurable"]}}
+    out = graph.invoke({"messages": [HumanMessage("refund it")]}, config)
+    (asked,) = out["__interrupt__"]
+    decision = {"action": "confirm", "proposal_id": asked.value["proposal_id"]}
+    out = graph.invoke(Command(resume=decision), config)
+    return {"status": "finished", "messages": len(out["messages"])}
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.readline())
+    try:
+        report = run_graph_job(job) if job["mode"] == "graph" else run_ledger_job(job)
+    except WritegateError as exc:
+        report = {"code": exc.code, "details": exc.details}
+    print(json.dumps(report, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main()
