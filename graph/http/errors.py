@@ -142,11 +142,15 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}.get(
-            exc.status_code, "http_error"
-        )
+        status = exc.status_code
+        if status == 400:  # a body that cannot even be parsed is bad input like any other
+            status, code = 422, "validation_failed"
+        else:
+            code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}.get(
+                status, "http_error"
+            )
         content = body(code, str(exc.detail), request_id(request))
-        return JSONResponse(content, exc.status_code, headers=getattr(exc, "headers", None))
+        return JSONResponse(content, status, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:

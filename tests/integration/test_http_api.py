@@ -256,6 +256,11 @@ def test_bad_input_gets_the_error_shape_never_500(
         client.get("/v1/threads/has%20space", headers=alice),
         client.get("/v1/approvals", headers=alice, params={"limit": 0}),
         client.post("/v1/threads/th_x/messages", headers=alice, content=b"{not json"),
+        client.post(
+            "/v1/threads/th_x/messages",
+            headers={**alice, "Content-Type": "application/json"},
+            content=b"\xff",
+        ),
     ]
     for r in cases:
         assert r.status_code == 422, r.text
