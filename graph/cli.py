@@ -27,6 +27,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 _COMMAND_MODULES: list[str] = [
+    "graph.cli_bench",
     "graph.cli_demo",
     "graph.cli_chat",
     "graph.cli_threads",

@@ -1,0 +1,195 @@
+"""Count statements and transactions in the driver, by the tables they touch.
+
+`counting_connection_class(tally)` makes a psycopg Connection class whose cursors
+count every statement (an `executemany` counts one per parameter row) and whose
+transaction blocks are tallied as one transaction each, classified by the table groups
+their statements touched and by whether they wrote. The server's own count
+(`pg_stat_database.xact_commit`) is read separately and must agree with
+`Tally.server_equivalent()`: PostgreSQL commits one transaction per connection start,
+per autocommit statement (the pool's empty check query included), per explicit block
+and per pipeline (statements between two syncs run in one implicit transaction).
+One more per prepare round trip outside a block: with `prepare_threshold=0` psycopg
+prepares a statement the first time a connection runs it, in a round trip (and
+implicit transaction) of its own, and it never caches the empty query, so the pool's
+health check costs two round trips on every checkout.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg import Connection, Cursor, Pipeline, Transaction
+from psycopg.rows import DictRow
+
+# First match wins; the group is the table family a statement touches.
+_GROUPS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("checkpointer", re.compile(r"\bcheckpoint", re.I)),
+    ("ledger", re.compile(r"\bwg_|^\s*select now\(\) as now\s*$", re.I)),
+    ("provider", re.compile(r"\bprovider\.", re.I)),
+    ("domain", re.compile(r"\b(orders|refunds|tickets)\b", re.I)),
+)
+_WRITES = re.compile(r"^\s*(insert|update|delete|merge)\b|\bfor (no key )?update\b", re.I)
+
+
+def classify(query: Any) -> tuple[str, bool]:
+    """(group, writes) for one statement; the empty query is the pool's health check."""
+    text = query if isinstance(query, str) else str(query)
+    if not text.strip():
+        return "pool_check", False
+    group = next((name for name, pattern in _GROUPS if pattern.search(text)), "other")
+    return group, bool(_WRITES.search(text))
+
+
+@dataclass
+class _Block:
+    explicit: bool
+    groups: set[str] = field(default_factory=set)
+    writes: bool = False
+
+
+class Tally:
+    """Thread-safe counters shared by every connection of a counting pool."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.statements: Counter[str] = Counter()
+        self.transactions: Counter[str] = Counter()
+        self.connections = 0
+        self.prepares = 0
+        self.round_trips = 0
+
+    def statement(self, group: str, n: int = 1) -> None:
+        with self._lock:
+            self.statements[group] += n
+
+    def trips(self, n: int) -> None:
+        with self._lock:
+            self.round_trips += n
+
+    def transaction(self, groups: Iterable[str], writes: bool) -> None:
+        """One committed transaction, named by its main group and whether it wrote."""
+        found = set(groups)
+        main = next(
+            (g for g in ("ledger", "checkpointer", "provider", "domain") if g in found),
+            "pool_check" if found == {"pool_check"} else "other",
+        )
+        with self._lock:
+            self.transactions[f"{main}:{'write' if writes else 'read'}"] += 1
+
+    def connected(self) -> None:
+        with self._lock:
+            self.connections += 1
+
+    def prepared(self) -> None:
+        with self._lock:
+            self.prepares += 1
+            self.round_trips += 1
+
+    def server_equivalent(self) -> int:
+        """What pg_stat_database.xact_commit should have grown by."""
+        with self._lock:
+            return sum(self.transactions.values()) + self.connections + self.prepares
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "statements": dict(self.statements),
+                "transactions": dict(self.transactions),
+                "connections": self.connections,
+                "prepare_round_trips": self.prepares,
+                "round_trips": self.round_trips,
+            }
+
+
+class CountingCursor(Cursor[DictRow]):
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        self._count(query, 1, params)
+        return super().execute(query, params, **kwargs)
+
+    def executemany(self, query: Any, params_seq: Iterable[Any], **kwargs: Any) -> None:
+        # Outside a block psycopg pipelines the rows itself: one implicit transaction,
+        # which is how `_count` tallies a statement outside a block.
+        rows = list(params_seq)
+        self._count(query, len(rows))
+        return super().executemany(query, rows, **kwargs)
+
+    def _count(self, query: Any, n: int, params: Any = None) -> None:
+        conn = self.connection
+        assert isinstance(conn, CountingConnection)
+        group, writes = classify(query)
+        conn.tally.statement(group, n)
+        if conn.block is not None:
+            conn.block.groups.add(group)
+            conn.block.writes |= writes
+            if conn.block.explicit:  # a pipeline sends its statements in one flight
+                conn.tally.trips(1)
+            return
+        conn.tally.trips(1)
+        conn.tally.transaction([group], writes)  # an autocommit statement commits alone
+        if n == 1:  # executemany pipelines its prepare with its rows
+            # psycopg's prepared-statement key: the query and its parameter types.
+            values = params.values() if isinstance(params, dict) else params or ()
+            types = tuple(type(p).__name__ for p in values)
+            key = (str(query), types)
+            if group == "pool_check" or key not in conn.prepared:
+                conn.prepared.add(key)
+                conn.tally.prepared()
+
+
+class CountingConnection(Connection[DictRow]):
+    """Base class; `counting_connection_class` binds it to one Tally."""
+
+    tally: Tally
+    block: _Block | None = None
+    prepared: set[tuple[str, tuple[str, ...]]]
+
+    @classmethod
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
+        conn = super().connect(conninfo, cursor_factory=CountingCursor, **kwargs)
+        conn.prepared = set()
+        cls.tally.connected()
+        return conn
+
+    @contextmanager
+    def _counted_block(self, *, explicit: bool, commits: bool = True) -> Iterator[None]:
+        """One transaction: BEGIN..COMMIT always commits; a pipeline only if it ran anything."""
+        if self.block is not None:  # nested: part of the outer transaction
+            yield
+            return
+        self.block = block = _Block(explicit)
+        committed = False
+        try:
+            yield
+            committed = True
+        finally:
+            self.block = None
+            if explicit or block.groups:  # BEGIN and COMMIT; or the pipeline's one flight
+                self.tally.trips(2 if explicit else 1)
+            if committed and commits and (explicit or block.groups):
+                self.tally.transaction(block.groups or {"other"}, block.writes)
+
+    @contextmanager
+    def transaction(
+        self, savepoint_name: str | None = None, force_rollback: bool = False
+    ) -> Iterator[Transaction]:
+        with (
+            self._counted_block(explicit=True, commits=not force_rollback),
+            super().transaction(savepoint_name, force_rollback) as tx,
+        ):
+            yield tx
+
+    @contextmanager
+    def pipeline(self) -> Iterator[Pipeline]:
+        with self._counted_block(explicit=False), super().pipeline() as pipe:
+            yield pipe
+
+
+def counting_connection_class(tally: Tally) -> type[CountingConnection]:
+    """A connection class (for ConnectionPool) whose statements land in `tally`."""
+    return type("BoundCountingConnection", (CountingConnection,), {"tally": tally})

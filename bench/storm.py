@@ -1,0 +1,148 @@
+"""Part 4: the confirm storm. N threads, each on its own connection, confirm and execute
+one proposal at the same moment, as the same person: exactly one execution, always.
+
+Each thread has a ledger store over its own single connection (so the storm really is
+N sessions racing on row locks), releases on a shared barrier, calls decide(Confirm)
+and then execute with the token it got, and records how long its answer took and
+what it was: a receipt, or the refusal's code.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import psycopg
+from psycopg import Connection
+from psycopg.rows import DictRow, dict_row
+
+from approval.decisions import Confirm
+from approval.errors import WritegateError
+from approval.execution import Executor
+from approval.service import ApprovalService, Confirmation
+from bench.db import REFUND_AMOUNT, Orders
+from bench.stats import summary_ms
+from bench.workload import IDENTITY, refund_args
+from checkpoints.ledger import PgLedgerStore
+from checkpoints.pool import Pool
+from graph.runtime import Runtime
+from tools.provider import SimulatedProvider
+from tools.registry import default_registry
+
+EXECUTIONS_SQL = "SELECT count(*) AS n FROM wg_executions WHERE proposal_id = %s"
+PROVIDER_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"
+REFUNDED_SQL = "SELECT refunded_minor FROM orders WHERE order_id = %s"
+
+
+class OneConnection:
+    """The slice of a pool the ledger uses, over one dedicated connection."""
+
+    def __init__(self, url: str) -> None:
+        self.conn: Connection[DictRow] = psycopg.connect(
+            url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        )
+        self.lock = threading.Lock()
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection[DictRow]]:
+        with self.lock:  # the provider and the ledger never overlap in one thread
+            yield self.conn
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _worker(url: str) -> tuple[OneConnection, ApprovalService, Executor]:
+    conn = OneConnection(url)
+    pool = cast(Pool, conn)
+    service = ApprovalService(PgLedgerStore(pool), default_registry(SimulatedProvider(pool=pool)))
+    return conn, service, Executor(service)
+
+
+def _answer(service: ApprovalService, executor: Executor, proposal_id: str) -> str:
+    try:
+        decided = service.decide(IDENTITY, Confirm(action="confirm", proposal_id=proposal_id))
+        assert isinstance(decided, Confirmation)
+        receipt = executor.execute(
+            IDENTITY, decided.token, proposal_id=proposal_id, operation="refund_order"
+        )
+        return f"receipt:{receipt.status}"
+    except WritegateError as exc:
+        return exc.code
+
+
+def run_storm(url: str, n: int, rounds: int, advance: Callable[[], None]) -> dict[str, Any]:
+    workers = [_worker(url) for _ in range(n)]
+    results = []
+    try:
+        with Runtime.open(url, setup=False, max_connections=2) as runtime:
+            orders = Orders(runtime.pool, "storm", chunk=rounds)
+            for r in range(rounds):
+                order = orders.take()
+                proposal = runtime.service.propose(
+                    IDENTITY,
+                    thread_id=f"storm-{r}",
+                    tool_call_id="call_1",
+                    tool_name="refund_order",
+                    raw_args=refund_args(order),
+                )
+                results.append(_round(workers, runtime, proposal.proposal_id, order))
+                advance()
+    finally:
+        for conn, _, _ in workers:
+            conn.close()
+    latencies = [s for r in results for s in r.pop("latencies")]
+    return {
+        "concurrent_confirms": n,
+        "rounds": rounds,
+        "executions_per_round": [r["executions"] for r in results],
+        "exactly_one_every_time": all(r["exactly_one"] for r in results),
+        "answers": dict(sum((Counter(r["answers"]) for r in results), Counter())),
+        "latency": summary_ms(latencies),
+        "per_round": results,
+    }
+
+
+def _value(conn: Connection[DictRow], query: str, param: str) -> Any:
+    row = conn.execute(query, (param,)).fetchone()
+    return next(iter(row.values())) if row else None
+
+
+def _round(
+    workers: list[tuple[OneConnection, ApprovalService, Executor]],
+    runtime: Runtime,
+    proposal_id: str,
+    order: str,
+) -> dict[str, Any]:
+    barrier = threading.Barrier(len(workers))
+    answers: list[str] = [""] * len(workers)
+    latencies = [0.0] * len(workers)
+
+    def run(i: int) -> None:
+        _, service, executor = workers[i]
+        barrier.wait()
+        started = time.perf_counter()
+        answers[i] = _answer(service, executor, proposal_id)
+        latencies[i] = time.perf_counter() - started
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with runtime.pool.connection() as conn:
+        executions = _value(conn, EXECUTIONS_SQL, proposal_id)
+        provider = _value(conn, PROVIDER_SQL, order)
+        refunded = _value(conn, REFUNDED_SQL, order)
+    return {
+        "executions": executions,
+        "provider_refunds": provider,
+        "refunded_minor": refunded,
+        "exactly_one": executions == 1 and provider == 1 and refunded == REFUND_AMOUNT,
+        "answers": dict(Counter(answers)),
+        "latencies": latencies,
+    }

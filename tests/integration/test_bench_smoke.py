@@ -1,0 +1,76 @@
+"""`writegate bench --quick` runs end to end and writes every figure.
+
+Speed is never asserted: the machine running the suite is not a benchmark machine.
+The bench makes and drops its own databases on the test server.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from graph.cli import app
+from graph.cli_bench import register
+
+# Every figure the README quotes, as paths into the JSON.
+FIGURES = [
+    "compare.baseline.median_ms", "compare.baseline.p95_ms", "compare.writegate.median_ms",
+    "compare.writegate.p95_ms", "compare.ratio.ratio_of_medians", "compare.ratio.bootstrap_ci95",
+    "compare.ratio.per_pair_iqr", "compare.meets_target",
+    "attribution.modes.sync.writegate.checkpointer_ms",
+    "attribution.modes.async.writegate.ledger_and_domain_ms",
+    "attribution.modes.exit.baseline.checkpoints_saved", "attribution.explanation",
+    "ledger.round_trip.median_ms", "counts.ledger_commits_per_write",
+    "counts.paths.writegate.statements_per_op", "counts.paths.baseline.round_trips_per_op",
+    "counts.paths.ledger.server_and_driver_agree", "counts.meets_target",
+    "storm.exactly_one_every_time", "storm.latency.median_ms", "storm.latency.p99_ms",
+    "storage.per_operation.bytes_per_operation.writegate.total",
+    "storage.per_operation.bytes_per_operation.baseline.checkpoints",
+    "storage.one_thread.no_pruning.curve", "storage.one_thread.pruned.prune_cost.median_ms",
+    "scale.growth.list_pending_ms", "scale.growth.expire_us_per_row",
+    "scale.growth.backlog_probe_ms", "scale.growth.without_index_probe_ms.list_pending",
+    "cost.predicted_extra_ms", "cost.lines", "machine.postgres",
+]  # fmt: skip
+
+
+def figure(results: dict[str, Any], path: str) -> Any:
+    value: Any = results
+    for key in path.split("."):
+        assert isinstance(value, dict) and key in value, f"missing figure {path}"
+        value = value[key]
+    return value
+
+
+def test_quick_bench_writes_every_figure_and_drops_its_databases(
+    test_server_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", test_server_url)
+    if not any(c.name == "bench" for c in app.registered_commands):
+        register(app)
+    result = CliRunner().invoke(app, ["bench", "--quick", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+
+    results = json.loads((tmp_path / "bench-results.json").read_text(encoding="utf-8"))
+    for path in FIGURES:
+        assert figure(results, path) is not None, path
+    assert [level["concurrency"] for level in results["ledger"]["ledger"]] == [1, 4, 16]
+    assert all(level["commits_per_s"] > 0 for level in results["ledger"]["single_row_commits"])
+    assert set(results["counts"]["paths"]) == {"ledger", "writegate", "baseline"}
+    assert len(results["compare"]["samples_ms"]["writegate"]) == results["options"]["ops"]
+    assert len(results["storm"]["executions_per_round"]) == results["options"]["storm_rounds"]
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (tmp_path / "bench-latency.png").stat().st_size > 0
+
+    assert results["databases_kept"] == []
+    with psycopg.connect(test_server_url, autocommit=True) as conn:
+        left = conn.execute(
+            "SELECT datname FROM pg_database WHERE starts_with(datname, %s)",
+            (results["database_prefix"],),
+        ).fetchall()
+    assert left == []
