@@ -112,20 +112,29 @@ class BacklogStore(Protocol):
     ) -> Execution | None: ...
 
 
-def receipt_for(store: LedgerStore, identity: Identity, proposal_id: str) -> Receipt:
-    """The final receipt of a proposal's execution, for its own subject and tenant.
+def receipt_for(
+    store: LedgerStore,
+    identity: Identity,
+    proposal_id: str | None = None,
+    *,
+    execution_id: str | None = None,
+) -> Receipt:
+    """The final receipt of an execution (by proposal or execution id), for its subject.
 
     Raises what the execution's state means (OutcomeUnknown while reconciling,
-    InProgress, the failure's code); a stranger's proposal looks missing.
+    InProgress, the failure's code); a stranger's execution looks missing. A thread
+    that was told `outcome_unknown` calls this on a later turn to show the result.
     """
+    if (proposal_id is None) == (execution_id is None):
+        raise ValueError("give exactly one of proposal_id and execution_id")
     with store.transaction() as tx:
-        execution = tx.get_execution(proposal_id=proposal_id)
+        execution = tx.get_execution(proposal_id=proposal_id, execution_id=execution_id)
     if (
         execution is None
         or execution.subject != identity.user_id
         or execution.tenant_id != identity.tenant_id
     ):
-        raise NotFound("no execution for this proposal", proposal_id=proposal_id)
+        raise NotFound("no such execution for this user", proposal_id=proposal_id)
     return execution_outcome(execution)
 
 

@@ -170,6 +170,8 @@ def test_applied_but_answer_lost_is_found_and_recorded_with_its_reference(ops: O
     ]
     receipt = receipt_for(ops.service.store, who, proposal.proposal_id)
     assert receipt.provider_ref == at_provider.provider_ref
+    by_id = receipt_for(ops.service.store, who, execution_id=row["execution_id"])
+    assert by_id == receipt
     with pytest.raises(errors.NotFound):  # a stranger sees nothing
         receipt_for(ops.service.store, Identity("someone", who.tenant_id), proposal.proposal_id)
 
