@@ -19,6 +19,13 @@ Pool = ConnectionPool[Connection[DictRow]]
 OPEN_TIMEOUT_S = 10.0
 
 
+def _check_alive(conn: Connection[DictRow]) -> None:
+    # Not ConnectionPool.check_connection: with prepare_threshold=0 its empty query is
+    # prepared under a new name on every checkout, and those statements pile up on the
+    # server for the connection's lifetime.
+    conn.execute("", prepare=False)
+
+
 def open_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> Pool:
     """Open a pool on ``url`` and wait until its first connections are ready.
 
@@ -42,7 +49,7 @@ def open_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> Pool:
         max_size=max_size,
         open=False,
         # A server restart leaves dead connections in the pool; test on checkout.
-        check=ConnectionPool.check_connection,
+        check=_check_alive,
         name="writegate",
     )
     try:
