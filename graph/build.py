@@ -1,12 +1,14 @@
 """Build the writegate state graph.
 
-    START -> agent -(router)-> read --------------------------------> join -> agent ...
-                             -> write [propose -> approval -> execute] -> join
-                             -> refuse (duplicate tool calls) -------> join
+    START -> agent -(router)-> read ---------------------------------> agent ...
+                             -> write [propose -> approval -> execute] --> agent
+                             -> refuse (duplicate tool calls) --------> agent
 
 Each write call travels its own `write` subgraph (fanned out with `Send`), so several
 writes in one model turn get one proposal and one interrupt each, and a confirmed
-write executes at once even while its siblings still wait for their answers.
+write executes at once even while its siblings still wait for their answers. Every
+branch is one node of the parent graph, so they all finish in the same superstep and
+the model runs once, after the last of them.
 """
 
 from __future__ import annotations
@@ -39,9 +41,8 @@ def build_graph(
     builder.add_node("read", nodes.read)
     builder.add_node("write", build_write_branch(runtime))
     builder.add_node("refuse", nodes.refuse)
-    builder.add_node("join", nodes.join, destinations=("agent",))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", nodes.route, ["read", "write", "refuse", "__end__"])
     for branch in ("read", "write", "refuse"):
-        builder.add_edge(branch, "join")
+        builder.add_edge(branch, "agent")
     return builder.compile(checkpointer=checkpointer, name="writegate")

@@ -1,8 +1,8 @@
-"""The parent graph's nodes: agent, router, read, refuse, join.
+"""The parent graph's nodes: agent, router, read, refuse.
 
 A write tool call is a request, never a fact: the router sends each one to its own
 `write` branch (propose -> approval -> execute, in `graph/write_branch.py`); read calls
-run at once and are audited; everything meets again in `join` before the model runs.
+run at once and are audited; the model runs again once every branch has finished.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import END
-from langgraph.types import Command, Send
+from langgraph.types import Send
 
 from approval.errors import ValidationFailed, WritegateError
 from graph.identity import MissingIdentity, identity_of, thread_of
@@ -107,11 +107,3 @@ class Nodes:
         except WritegateError as exc:
             message = tool_error(call["id"], call["name"], exc)
         return {"messages": [message]}
-
-    def join(self, state: dict[str, Any]) -> Command[str]:
-        """Back to the model once every call of its last turn has a result."""
-        last_ai = next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage))
-        answered = {m.tool_call_id for m in state["messages"] if isinstance(m, ToolMessage)}
-        if all(call["id"] in answered for call in last_ai.tool_calls):
-            return Command(goto="agent")
-        return Command(goto=END)
