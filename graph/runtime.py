@@ -7,6 +7,7 @@ checkpointer uses the same pool, so ledgers and checkpoints live in one database
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,9 +19,17 @@ from approval.service import ApprovalService, Policy
 from checkpoints.database import resolve_database_url
 from checkpoints.ledger import PgLedgerStore
 from checkpoints.migrate import setup_database
+from checkpoints.ops import PgTombstones
 from checkpoints.pool import Pool, open_pool
 from tools.provider import ProviderClient, SimulatedProvider
+from tools.provider_http import HttpProvider
 from tools.registry import Registry, default_registry
+
+
+def default_provider(pool: Pool) -> ProviderClient:
+    """The provider process at WRITEGATE_PROVIDER_URL, else the in-process simulator."""
+    url = os.environ.get("WRITEGATE_PROVIDER_URL", "").strip()
+    return HttpProvider(url) if url else SimulatedProvider(pool=pool)
 
 
 @dataclass
@@ -52,10 +61,10 @@ class Runtime:
             setup_database(url)  # idempotent and safe from many processes at once
         pool = open_pool(url, max_size=max_connections)
         store = PgLedgerStore(pool, clock=clock)
-        provider = provider or SimulatedProvider(pool=pool)
+        provider = provider or default_provider(pool)
         registry = default_registry(provider)
         service = ApprovalService(store, registry, policy)
-        executor = Executor(service, retry=retry, step_hook=step_hook)
+        executor = Executor(service, retry=retry, step_hook=step_hook, tombstones=PgTombstones())
         return cls(url, pool, store, registry, provider, service, executor)
 
     @property
