@@ -6,6 +6,7 @@ but PostgreSQL. A key is printed once, when it is made; only its hash is stored.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -36,10 +37,8 @@ def serve(
     except SettingsError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
-    settings = Settings(
-        database_url=database_url(),
-        proposal_ttl_s=settings.proposal_ttl_s,
-    )
+    # The same resolution as every other command (DATABASE_URL, local server, embedded).
+    settings = replace(settings, database_url=database_url())
     console.print(f"writegate serving on http://{host}:{port}/ with the {describe_model()}")
     uvicorn.run(create_app(settings=settings), host=host, port=port, log_level=log_level)
 

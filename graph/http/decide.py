@@ -30,8 +30,9 @@ from approval.models import Identity, ProposalStatus
 from approval.outcomes import execution_outcome, proposal_error
 from checkpoints.http_store import HttpStore
 from graph.http.errors import NotResumable, Refused, error_body, status_for
+from graph.http.inputs import EditIn
 from graph.http.runner import Runner
-from graph.http.schemas import ApprovalView, DecisionResult, EditIn, MessageView
+from graph.http.schemas import ApprovalView, DecisionResult, MessageView
 from graph.http.views import approval_view, proposal_row, receipt_view
 from graph.runtime import Runtime
 

@@ -16,15 +16,8 @@ from fastapi.responses import JSONResponse
 from approval.errors import NotFound
 from graph.http.auth import CurrentIdentity
 from graph.http.errors import request_id, responses
-from graph.http.schemas import (
-    ID_PATTERN,
-    IDEMPOTENCY_KEY_PATTERN,
-    ApprovalList,
-    ApprovalQuery,
-    ApprovalView,
-    DecisionIn,
-    DecisionResult,
-)
+from graph.http.inputs import ID_PATTERN, IDEMPOTENCY_KEY_PATTERN, ApprovalQuery, DecisionIn
+from graph.http.schemas import ApprovalList, ApprovalView, DecisionResult
 from graph.http.services import Services, services
 from graph.http.views import approval_view
 

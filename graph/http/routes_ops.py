@@ -11,7 +11,8 @@ from approval.errors import NotFound, Unavailable
 from approval.outcomes import receipt_of
 from graph.http.auth import CurrentIdentity, CurrentPrincipal
 from graph.http.errors import responses
-from graph.http.schemas import ID_PATTERN, AuditList, AuditQuery, AuditRow, Health, Me, Receipt
+from graph.http.inputs import ID_PATTERN, AuditQuery
+from graph.http.schemas import AuditList, AuditRow, Health, Me, Receipt
 from graph.http.services import Services, services
 from graph.http.views import receipt_view
 

@@ -19,14 +19,8 @@ from approval.errors import NotFound
 from approval.models import Identity
 from graph.http.auth import CurrentIdentity
 from graph.http.errors import json_responses, request_id, responses
-from graph.http.schemas import (
-    ID_PATTERN,
-    MessageIn,
-    ThreadList,
-    ThreadQuery,
-    ThreadSummary,
-    ThreadView,
-)
+from graph.http.inputs import ID_PATTERN, MessageIn, ThreadQuery
+from graph.http.schemas import ThreadList, ThreadSummary, ThreadView
 from graph.http.services import Services, services
 from graph.http.sse import EventStreamResponse, relay
 

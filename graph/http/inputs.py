@@ -1,0 +1,71 @@
+"""What clients send: request bodies and query strings, as strict pydantic models.
+
+Unknown fields and unknown query parameters are refused (422), so a body that names a
+user or tenant never slips through: identity comes from the API key alone. Ids and
+idempotency keys are short printable tokens, refused before they reach SQL.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Ids are short printable tokens; anything else is refused before it reaches SQL.
+ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+# Idempotency keys: 1-200 visible ASCII characters (a UUID is the usual choice).
+IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,200}$"
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MessageIn(_In):
+    content: str = Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*$")
+
+
+# -- decisions ------------------------------------------------------------------------
+
+
+class ConfirmIn(_In):
+    action: Literal["confirm"]
+
+
+class DeclineIn(_In):
+    action: Literal["decline"]
+    reason: str | None = Field(default=None, max_length=2000, pattern=r"^[^\x00]*$")
+
+
+class CancelIn(_In):
+    action: Literal["cancel"]
+
+
+class EditIn(_In):
+    action: Literal["edit"]
+    args: dict[str, Any] = Field(description="The complete new arguments; previewed again.")
+
+
+DecisionIn = Annotated[ConfirmIn | DeclineIn | CancelIn | EditIn, Field(discriminator="action")]
+
+
+# -- query strings (unknown parameters are refused, like unknown body fields) --------
+
+
+class ThreadQuery(_In):
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class ApprovalQuery(_In):
+    status: Literal["pending", "all"] = Field(
+        default="pending",
+        description="pending: awaiting a decision, not expired, with a question open in "
+        "its thread; all: the most recent approvals, any status (history).",
+    )
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class AuditQuery(_In):
+    thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    proposal_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    limit: int = Field(default=200, ge=1, le=500)
