@@ -39,12 +39,14 @@ LIMIT %s"""
 PROPOSAL_COLUMNS = """
 proposal_id, thread_id, tool_call_id, subject, tenant_id, operation, resource, args,
 args_digest, preview, policy_version, status, superseded_by, decided_by, decided_at,
-created_at, expires_at"""
+second_approver, created_at, expires_at"""
 
-# Still awaiting and not past expiry on the database clock (right-open interval).
+# Open for the requester and not past expiry on the database clock (right-open). A
+# confirmed one is open only while its thread still asks (after a second approval).
 LIST_PENDING_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
-WHERE tenant_id = %s AND subject = %s AND status = 'awaiting_confirmation'
+WHERE tenant_id = %s AND subject = %s
+  AND status IN ('awaiting_confirmation', 'awaiting_second_approval', 'confirmed')
   AND expires_at > now()
 ORDER BY created_at, proposal_id
 LIMIT %s"""

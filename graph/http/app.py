@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from graph.http import errors
 from graph.http.routes_approvals import router as approvals_router
 from graph.http.routes_ops import router as ops_router
+from graph.http.routes_reviews import router as reviews_router
 from graph.http.routes_threads import router as threads_router
 from graph.http.services import Services, Settings
 from graph.runtime import Runtime
@@ -98,6 +99,7 @@ def create_app(
     errors.install(app)
     app.include_router(threads_router)
     app.include_router(approvals_router)
+    app.include_router(reviews_router)
     app.include_router(ops_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 

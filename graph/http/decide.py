@@ -28,6 +28,7 @@ from approval.errors import (
 )
 from approval.models import Identity, ProposalStatus
 from approval.outcomes import execution_outcome, proposal_error
+from approval.service import OPEN_FOR_DECISION
 from checkpoints.http_store import HttpStore
 from graph.http.errors import NotResumable, Refused, error_body, status_for
 from graph.http.inputs import EditIn
@@ -119,9 +120,11 @@ class Decisions:
         with self.rt.store.transaction() as tx:
             execution = tx.get_execution(proposal_id=pid)
         now = self.store.now()
+        question = self.runner.questions(self.runner.config(identity, proposal.thread_id)).get(pid)
         view = approval_view(
             proposal_row(proposal),
             now,
+            question=question[1] if question else None,
             execution_id=execution.execution_id if execution else None,
         )
 
@@ -155,9 +158,11 @@ class Decisions:
                     AlreadyConsumed(proposal_id=pid, execution_id=execution.execution_id), view
                 )
             return result("executed", receipt=receipt_view(receipt))
-        if status is ProposalStatus.AWAITING:
+        if status in OPEN_FOR_DECISION:
             if now >= proposal.expires_at:
                 raise Refused(ProposalExpired(proposal_id=pid), view)
+            if status is ProposalStatus.AWAITING_SECOND and action == "confirm":
+                return result("awaiting_second_approval")  # an approver is next
             raise Refused(NotResumable(proposal_id=pid), view)
         if status is ProposalStatus.SUPERSEDED and action == "edit" and proposal.superseded_by:
             successor = self.rt.service.get_proposal(identity, proposal.superseded_by)

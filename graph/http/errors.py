@@ -61,6 +61,8 @@ _STATUS: dict[str, int] = {
     "invalid_decision": 422,
     "invalid_transition": 422,
     "clarification_needed": 422,
+    "retype_mismatch": 422,
+    "self_approval": 403,
     "upstream_timeout": 503,
     "temporarily_unavailable": 503,
     "rate_limited": 503,
@@ -161,6 +163,7 @@ def install(app: FastAPI) -> None:
 
 _DESCRIPTIONS = {
     401: "No valid API key.",
+    403: "The key's roles do not allow this (e.g. approving one's own request).",
     404: "No such resource for this user (someone else's looks the same).",
     409: "Already decided, already consumed, or in progress; `state` shows where it stands.",
     410: "Expired.",

@@ -30,6 +30,13 @@ class MessageIn(_In):
 
 class ConfirmIn(_In):
     action: Literal["confirm"]
+    retyped: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=r"^[^\x00]*$",
+        description="The key field typed again, when the approval's tier asks for it "
+        "(`confirmation.retype_field`).",
+    )
 
 
 class DeclineIn(_In):
@@ -47,6 +54,12 @@ class EditIn(_In):
 
 
 DecisionIn = Annotated[ConfirmIn | DeclineIn | CancelIn | EditIn, Field(discriminator="action")]
+
+
+class ReviewIn(_In):
+    """A second approver's answer on someone else's confirmed proposal."""
+
+    action: Literal["approve", "decline"]
 
 
 # -- query strings (unknown parameters are refused, like unknown body fields) --------

@@ -19,7 +19,7 @@ from graph.http.errors import request_id, responses
 from graph.http.inputs import ID_PATTERN, IDEMPOTENCY_KEY_PATTERN, ApprovalQuery, DecisionIn
 from graph.http.schemas import ApprovalList, ApprovalView, DecisionResult
 from graph.http.services import Services, services
-from graph.http.views import approval_view
+from graph.http.views import OPEN, approval_view
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 ProposalId = Annotated[str, Path(pattern=ID_PATTERN, description="The proposal's id.")]
@@ -38,9 +38,7 @@ def list_approvals(
     else:
         rows = svc.store.recent_proposals(identity, query.limit)
     questions: dict[str, dict] = {}
-    for thread_id in dict.fromkeys(
-        r["thread_id"] for r in rows if r["status"] == "awaiting_confirmation"
-    ):
+    for thread_id in dict.fromkeys(r["thread_id"] for r in rows if r["status"] in OPEN):
         config = svc.runner.config(identity, thread_id)
         questions.update({pid: v for pid, (_, v) in svc.runner.questions(config).items()})
     executions = svc.store.execution_ids([r["proposal_id"] for r in rows])

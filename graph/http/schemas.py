@@ -49,6 +49,16 @@ class RefusalInfo(_Out):
     details: dict[str, Any] | None = None
 
 
+class ConfirmationInfo(_Out):
+    """How hard confirming is (the policy's tier for this proposal) and why."""
+
+    tier: str
+    reasons: list[str] = []
+    second_approver: bool = False
+    retype_field: str | None = None
+    retype_hint: str | None = None
+
+
 class ApprovalView(_Out):
     """One proposal as a person sees it: the exact preview and where it stands."""
 
@@ -57,10 +67,12 @@ class ApprovalView(_Out):
     operation: str
     resource: str
     status: str = Field(
-        description="awaiting_confirmation, confirmed, executed, declined, cancelled, "
-        "expired, superseded or revoked (awaiting past its expiry reads as expired)."
+        description="awaiting_confirmation, awaiting_second_approval, confirmed, executed, "
+        "declined, cancelled, expired, superseded or revoked (an open one past its expiry "
+        "reads as expired)."
     )
     pending: bool = Field(description="A question for it is open in its thread.")
+    requested_by: str
     title: str
     target: str
     fields: list[PreviewField]
@@ -74,10 +86,18 @@ class ApprovalView(_Out):
     decided_at: datetime | None = None
     decided_by: str | None = None
     superseded_by: str | None = None
+    second_approver: str | None = None
     execution_id: str | None = None
+    confirmation: ConfirmationInfo | None = None
     error: RefusalInfo | None = Field(
         default=None, description="Why the last answer to its open question was refused."
     )
+
+
+class ReviewResult(_Out):
+    proposal_id: str
+    outcome: Literal["approved", "declined"]
+    approval: ApprovalView
 
 
 class ApprovalList(_Out):
@@ -139,7 +159,7 @@ class ThreadView(_Out):
 class DecisionResult(_Out):
     proposal_id: str
     action: str
-    outcome: Literal["executed", "declined", "cancelled", "edited"]
+    outcome: Literal["executed", "declined", "cancelled", "edited", "awaiting_second_approval"]
     replayed: bool = Field(
         description="True when the answer comes from the ledger or an earlier click, "
         "not from this request's own resume."

@@ -1,8 +1,8 @@
 """Turn ledger rows, interrupt values and LangChain messages into API bodies.
 
-Pure functions. An approval's `status` is the ledger's, except that one still
-awaiting at or past its expiry (server clock, right-open interval) reads `expired`:
-nobody can confirm it any more, whether or not someone has tried.
+Pure functions. An approval's `status` is the ledger's, except that an open one (not
+yet executed or ended) at or past its expiry (server clock, right-open interval)
+reads `expired`: nothing can run any more, whether or not someone has tried.
 """
 
 from __future__ import annotations
@@ -13,10 +13,19 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from approval.models import Proposal, Receipt
-from graph.http.schemas import ApprovalView, MessageView, PreviewField, RefusalInfo, ToolCallView
+from graph.http.schemas import (
+    ApprovalView,
+    ConfirmationInfo,
+    MessageView,
+    PreviewField,
+    RefusalInfo,
+    ToolCallView,
+)
 from graph.http.schemas import Receipt as ReceiptOut
 
-AWAITING = "awaiting_confirmation"
+# Statuses in which the requester may still have a question to answer: before their
+# confirm, while a second approver decides, and after the approval until they confirm.
+OPEN = frozenset({"awaiting_confirmation", "awaiting_second_approval", "confirmed"})
 
 
 def _refusal(error: dict[str, Any] | None) -> RefusalInfo | None:
@@ -40,7 +49,7 @@ def approval_view(
     """A ledger proposal row (or Proposal's fields), with its open question if any."""
     preview = row["preview"]
     status = str(row["status"])
-    if status == AWAITING and now >= row["expires_at"]:
+    if status in OPEN and now >= row["expires_at"]:
         status = "expired"
     return ApprovalView(
         proposal_id=row["proposal_id"],
@@ -48,7 +57,8 @@ def approval_view(
         operation=row["operation"],
         resource=row["resource"],
         status=status,
-        pending=question is not None and status == AWAITING,
+        pending=question is not None and status in OPEN,
+        requested_by=row["subject"],
         title=str(preview.get("title", row["operation"])),
         target=str(preview.get("target", row["resource"])),
         fields=[PreviewField(**f) for f in preview.get("fields", [])],
@@ -62,8 +72,22 @@ def approval_view(
         decided_at=row.get("decided_at"),
         decided_by=row.get("decided_by"),
         superseded_by=row.get("superseded_by"),
+        second_approver=row.get("second_approver"),
         execution_id=execution_id,
+        confirmation=_confirmation(preview.get("confirmation")),
         error=_refusal(question.get("error")) if question else None,
+    )
+
+
+def _confirmation(block: dict[str, Any] | None) -> ConfirmationInfo | None:
+    if not block or "tier" not in block:
+        return None
+    return ConfirmationInfo(
+        tier=str(block["tier"]),
+        reasons=[str(r) for r in block.get("reasons") or []],
+        second_approver=bool(block.get("second_approver")),
+        retype_field=block.get("retype_field"),
+        retype_hint=block.get("retype_hint"),
     )
 
 
@@ -71,6 +95,8 @@ def proposal_row(proposal: Proposal) -> dict[str, Any]:
     return {
         "proposal_id": proposal.proposal_id,
         "thread_id": proposal.thread_id,
+        "subject": proposal.subject,
+        "second_approver": proposal.second_approver,
         "operation": proposal.operation,
         "resource": proposal.resource,
         "status": proposal.status.value,

@@ -53,13 +53,15 @@ def bob(url: str) -> dict[str, str]:
     return {"Authorization": "Bearer " + make_key(url, "user_7")}
 
 
-def propose_refund(client: TestClient, who: dict[str, str], order_id: str) -> tuple[str, str]:
+def propose_refund(
+    client: TestClient, who: dict[str, str], order_id: str, amount: str = "10.00"
+) -> tuple[str, str]:
     """Open a thread, ask for a refund, return (thread id, proposal id)."""
     thread = client.post("/v1/threads", headers=who).json()["thread_id"]
     reply = client.post(
         f"/v1/threads/{thread}/messages",
         headers=who,
-        json={"content": f"refund 10.00 CNY of {order_id} because it arrived broken"},
+        json={"content": f"refund {amount} CNY of {order_id} because it arrived broken"},
     )
     assert reply.status_code == 200
     assert reply.headers["content-type"].startswith("text/event-stream")
@@ -336,3 +338,57 @@ def test_a_second_click_while_the_first_executes_waits_for_it(
     finally:
         gate.release.set()
         runtime.close()
+
+
+def test_a_large_refund_asks_for_the_amount_typed_again(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    order = new_order(url, payable_minor=100_000)
+    _, pid = propose_refund(client, alice, order, amount="600.00")
+    card = client.get(f"/v1/approvals/{pid}", headers=alice).json()
+    assert card["confirmation"]["tier"] == "retype"
+    assert card["confirmation"]["retype_field"] == "amount_minor"
+    for key, retyped in (("no-retype", None), ("wrong-retype", "60.00")):
+        body = {"retyped": retyped} if retyped else {}
+        status, refused = decide(client, alice, pid, key, **body)
+        assert status == 422 and refused["code"] == "retype_mismatch", refused
+        assert (
+            refused["state"]["pending"] and refused["state"]["error"]["code"] == "retype_mismatch"
+        )
+    assert provider_refunds(url, order) == 0
+    status, result = decide(client, alice, pid, "retyped", retyped="600.00")
+    assert status == 200 and result["outcome"] == "executed", result
+    assert provider_refunds(url, order) == 1
+
+
+def test_a_very_large_refund_waits_for_a_second_approver(
+    client: TestClient, url: str, alice: dict[str, str], bob: dict[str, str]
+) -> None:
+    carol = {"Authorization": "Bearer " + make_key(url, "user_7", roles=("approver",))}
+    order = new_order(url, payable_minor=1_000_000)
+    _, pid = propose_refund(client, alice, order, amount="6000.00")
+    status, first = decide(client, alice, pid, "requester", retyped="6000.00")
+    assert status == 200 and first["outcome"] == "awaiting_second_approval", first
+    assert (
+        first["approval"]["status"] == "awaiting_second_approval" and first["approval"]["pending"]
+    )
+    assert provider_refunds(url, order) == 0
+
+    own = client.post(f"/v1/reviews/{pid}", headers=alice, json={"action": "approve"})
+    assert own.status_code == 403 and own.json()["code"] == "self_approval"
+    assert pid not in [
+        a["proposal_id"] for a in client.get("/v1/reviews", headers=alice).json()["approvals"]
+    ]
+    no_role = client.post(f"/v1/reviews/{pid}", headers=bob, json={"action": "approve"})
+    assert no_role.status_code == 403 and no_role.json()["code"] == "forbidden"
+    waiting = client.get("/v1/reviews", headers=carol).json()["approvals"]
+    assert [a["requested_by"] for a in waiting if a["proposal_id"] == pid] == ["user_42"]
+    approved = client.post(f"/v1/reviews/{pid}", headers=carol, json={"action": "approve"})
+    assert (
+        approved.status_code == 200 and approved.json()["approval"]["second_approver"] == "user_7"
+    )
+    assert provider_refunds(url, order) == 0  # approving releases the run; it does not run it
+
+    status, done = decide(client, alice, pid, "requester-again")
+    assert status == 200 and done["outcome"] == "executed", done
+    assert provider_refunds(url, order) == 1

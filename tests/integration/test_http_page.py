@@ -195,3 +195,36 @@ def test_edit_replaces_the_card_with_a_new_preview(
     edited.locator("button.confirm").click()
     expect(edited.locator(".result .headline")).to_have_text("Done: succeeded (¥3.00)")
     assert provider_refunds(url, order) == 1
+
+
+def test_a_large_refund_is_retyped_then_approved_by_a_second_person(
+    browser: Browser, page: Page, site: str, key: str, url: str
+) -> None:
+    order = new_order(url, payable_minor=1_000_000)
+    card = sign_in_and_ask(page, site, key, f"refund 6000.00 CNY of {order} because of fraud")
+    expect(card.locator(".tier")).to_contain_text("second approver")
+    card.locator(".retype-input").fill("6000")
+    card.locator("button.confirm").click()
+    expect(card).to_have_attribute("data-status", "awaiting_second_approval")
+    expect(card.locator(".note")).to_contain_text("An approver of your tenant must now approve")
+    expect(card.locator("button.confirm")).to_be_hidden()
+    assert provider_refunds(url, order) == 0
+
+    approver_key = make_key(url, "user_7", roles=("approver",))
+    reviewer = browser.new_context().new_page()
+    reviewer.goto(site + "/")
+    reviewer.fill("#api-key", approver_key)
+    reviewer.click("#login-form button[type=submit]")
+    pid = card.get_attribute("data-proposal-id")
+    review = reviewer.locator(f'#review-cards .card[data-proposal-id="{pid}"]')
+    expect(review.locator(".requester")).to_have_text("Requested by user_42")
+    expect(review.locator(".field-amount_minor")).to_have_text("¥6,000.00")
+    review.locator("button.approve").click()
+    expect(review.locator(".result .headline")).to_contain_text("Approved")
+    reviewer.context.close()
+
+    expect(card.locator(".status")).to_have_text("Approved by user_7")  # the card follows
+    card.locator("button.confirm").click()
+    expect(card).to_have_attribute("data-status", "executed")
+    expect(card.locator(".result .headline")).to_have_text("Done: succeeded (¥6,000.00)")
+    assert provider_refunds(url, order) == 1

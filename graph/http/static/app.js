@@ -7,6 +7,7 @@ const KEY_STORE = "writegate.key";
 const THREAD_STORE = "writegate.thread";
 const STATUS_LABELS = {
   awaiting_confirmation: "Awaiting your decision",
+  awaiting_second_approval: "Waiting for a second approver",
   confirmed: "Confirmed",
   executed: "Executed",
   declined: "Declined",
@@ -16,7 +17,16 @@ const STATUS_LABELS = {
   revoked: "Revoked",
 };
 
-const state = { key: null, thread: null, clockOffsetMs: 0, cards: new Map(), live: new Map() };
+const state = {
+  key: null,
+  thread: null,
+  roles: [],
+  clockOffsetMs: 0,
+  cards: new Map(),
+  live: new Map(),
+  reviews: new Map(),
+};
+const OPEN = ["awaiting_confirmation", "awaiting_second_approval", "confirmed"];
 const $ = (selector, root = document) => root.querySelector(selector);
 
 // -- talking to the API ------------------------------------------------------------
@@ -79,12 +89,15 @@ async function signIn(key) {
     return;
   }
   sessionStorage.setItem(KEY_STORE, key);
+  state.roles = me.data.roles;
   $("#who").textContent = `${me.data.user_id} · ${me.data.tenant_id}`;
   $("#who").hidden = false;
   $("#logout").hidden = false;
   $("#login").hidden = true;
   $("#app").hidden = false;
+  $("#reviews").hidden = !state.roles.includes("approver");
   await loadThreads();
+  if (state.roles.includes("approver")) await loadReviews();
 }
 
 function showLogin() {
@@ -298,6 +311,12 @@ function buildCard(approval) {
   if (approval.external) flags.push("Reaches an external system");
   $(".flags", el).textContent = flags.join(" · ");
   $(".flags", el).classList.toggle("warn", approval.irreversible);
+  const tier = approval.confirmation;
+  if (tier) {
+    const why = tier.reasons.length ? ` — ${tier.reasons.join("; ")}` : "";
+    $(".tier", el).textContent = `Confirmation tier: ${tier.tier.replaceAll("_", " ")}${why}`;
+    if (tier.retype_field) $(".retype-hint", el).textContent = `To confirm, ${tier.retype_hint}`;
+  }
   $(".confirm", el).addEventListener("click", () => decide(card, "confirm"));
   $(".decline", el).addEventListener("click", () => decide(card, "decline"));
   $(".edit", el).addEventListener("click", () => openEdit(card));
@@ -311,16 +330,47 @@ function buildCard(approval) {
 
 function isOpen(card) {
   const a = card.approval;
-  return a.status === "awaiting_confirmation" && a.pending;
+  return OPEN.includes(a.status) && a.pending;
+}
+
+function statusLabel(approval) {
+  if (approval.status === "confirmed" && approval.pending && approval.second_approver) {
+    return `Approved by ${approval.second_approver}`;
+  }
+  return STATUS_LABELS[approval.status] || approval.status;
+}
+
+function noteFor(approval) {
+  if (!approval.pending) return "";
+  if (approval.status === "awaiting_second_approval") {
+    return "You confirmed. An approver of your tenant must now approve this exact preview; " +
+      "this card updates when they have.";
+  }
+  if (approval.status === "confirmed" && approval.second_approver) {
+    return `${approval.second_approver} approved. Confirm once more to run it.`;
+  }
+  return "";
 }
 
 function renderCard(card) {
   const { el, approval } = card;
   el.dataset.status = approval.status;
-  $(".status", el).textContent = STATUS_LABELS[approval.status] || approval.status;
-  const open = isOpen(card);
+  $(".status", el).textContent = statusLabel(approval);
+  const open = isOpen(card) && !card.review;
   $(".actions", el).hidden = !open;
   if (!open) $(".edit-form", el).hidden = true;
+  const note = noteFor(approval);
+  $(".note", el).textContent = note;
+  $(".note", el).hidden = !note || card.review;
+  const retype = approval.confirmation && approval.confirmation.retype_field;
+  $(".retype", el).hidden = !(open && retype && approval.status === "awaiting_confirmation");
+  // While a second approver decides there is nothing to confirm or edit; declining stays.
+  const waiting = approval.status === "awaiting_second_approval";
+  $(".confirm", el).hidden = waiting;
+  $(".edit", el).hidden = waiting;
+  if (card.review) {
+    $(".review-actions", el).hidden = card.answered || approval.status !== "awaiting_second_approval";
+  }
   for (const button of el.querySelectorAll("button")) button.disabled = card.busy;
   if (approval.error && open) showRefusal(card, approval.error);
   tick(card);
@@ -329,7 +379,7 @@ function renderCard(card) {
 function tick(card) {
   const { el, approval } = card;
   const countdown = $(".countdown", el);
-  if (approval.status !== "awaiting_confirmation") {
+  if (!OPEN.includes(approval.status)) {
     countdown.textContent = approval.status === "expired" ? `Expired at ${new Date(approval.expires_at).toLocaleTimeString()}` : "";
     return;
   }
@@ -393,9 +443,14 @@ function setBusy(card, busy) {
 
 async function decide(card, action, extra = {}) {
   if (card.busy || !isOpen(card)) return; // a second click while the first is in flight
+  if (action === "confirm" && !$(".retype", card.el).hidden) {
+    extra = { ...extra, retyped: $(".retype-input", card.el).value };
+  }
   setBusy(card, true);
-  // One key per intent: a retry of the same click sends the same key, an edit is new.
-  const key = action === "edit" ? newKey() : (card.keys[action] ||= newKey());
+  // One key per intent: a retry of the same click sends the same key; an edit, or a
+  // confirm with a different re-typed value, is a new intent.
+  const intent = action === "confirm" ? `confirm:${extra.retyped || ""}` : action;
+  const key = action === "edit" ? newKey() : (card.keys[intent] ||= newKey());
   const r = await call("POST", `/v1/approvals/${encodeURIComponent(card.approval.proposal_id)}/decision`,
     { action, ...extra }, { "Idempotency-Key": key });
   setBusy(card, false);
@@ -407,7 +462,9 @@ function applyDecision(card, result) {
   card.approval = { ...card.approval, ...result.approval };
   renderCard(card);
   if (result.outcome === "executed") showReceipt(card, result.receipt);
-  else if (result.outcome === "edited") {
+  else if (result.outcome === "awaiting_second_approval") {
+    $(".refusal", card.el).hidden = true;
+  } else if (result.outcome === "edited") {
     showResult(card, "edited", [["headline", "Replaced by the edited proposal"]]);
     if (result.next_approval) upsertCard(result.next_approval);
   } else {
@@ -478,6 +535,58 @@ function submitEdit(card) {
 
 function refreshEmpty() {
   $("#no-cards").hidden = state.cards.size > 0;
+  $("#no-reviews").hidden = state.reviews.size > 0;
+}
+
+// -- second approvals (keys with the approver role) ----------------------------------
+
+async function loadReviews() {
+  const r = await call("GET", "/v1/reviews");
+  if (!r.ok) return;
+  setClock(r.data.now);
+  for (const approval of r.data.approvals) {
+    if (state.reviews.has(approval.proposal_id)) continue;
+    const card = buildCard(approval);
+    card.review = true;
+    const el = card.el;
+    el.classList.add("review");
+    $(".requester", el).textContent = `Requested by ${approval.requested_by}`;
+    $(".requester", el).hidden = false;
+    $(".review-actions", el).hidden = false;
+    $(".approve", el).addEventListener("click", () => answerReview(card, "approve"));
+    $(".reject", el).addEventListener("click", () => answerReview(card, "decline"));
+    state.reviews.set(approval.proposal_id, card);
+    renderCard(card);
+    $("#review-cards").prepend(el);
+  }
+  refreshEmpty();
+}
+
+async function answerReview(card, action) {
+  if (card.busy) return;
+  setBusy(card, true);
+  const r = await call("POST", `/v1/reviews/${encodeURIComponent(card.approval.proposal_id)}`, { action });
+  setBusy(card, false);
+  card.answered = true;
+  if (!r.ok) {
+    showResult(card, "refusal", [["headline", `Refused: ${describeError(r.data)}`]]);
+    return;
+  }
+  card.approval = { ...card.approval, ...r.data.approval, pending: false };
+  renderCard(card);
+  const text = r.data.outcome === "approved"
+    ? "Approved: the requester's next confirm runs it"
+    : "Declined: it will not run";
+  showResult(card, "review", [["headline", text]]);
+}
+
+// A card waiting on someone else follows the ledger until that person has answered.
+async function followWaitingCards() {
+  for (const card of state.cards.values()) {
+    if (card.approval.status !== "awaiting_second_approval" || card.busy) continue;
+    const r = await call("GET", `/v1/approvals/${encodeURIComponent(card.approval.proposal_id)}`);
+    if (r.ok) upsertCard(r.data);
+  }
 }
 
 // -- wiring ------------------------------------------------------------------------
@@ -501,7 +610,9 @@ document.addEventListener("DOMContentLoaded", () => {
     $("#message").value = "";
     sendMessage(text);
   });
-  setInterval(() => state.cards.forEach(tick), 250);
+  setInterval(() => [...state.cards.values(), ...state.reviews.values()].forEach(tick), 250);
+  setInterval(() => state.key && followWaitingCards(), 2000);
+  $("#refresh-reviews").addEventListener("click", () => loadReviews());
   const saved = sessionStorage.getItem(KEY_STORE);
   if (saved) signIn(saved);
   else showLogin();
