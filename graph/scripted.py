@@ -31,6 +31,7 @@ conversation and unique within a thread, because the history only grows.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,9 @@ from graph import scripted_rules as rules
 PREFIX = "[scripted demo model] "
 
 
+CALL_LOG_SIZE = 100
+
+
 @dataclass
 class _SharedState:
     """Mutable state shared between a model and its ``bind_tools`` copies.
@@ -58,7 +62,8 @@ class _SharedState:
     """
 
     cursor: int = 0
-    calls: list[list[BaseMessage]] = field(default_factory=list)
+    # Bounded: a long-running server on the demo model must not grow with every turn.
+    calls: deque[list[BaseMessage]] = field(default_factory=lambda: deque(maxlen=CALL_LOG_SIZE))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
