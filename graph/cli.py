@@ -13,6 +13,7 @@ from rich.console import Console
 
 from approval.errors import WritegateError
 from checkpoints.database import DatabaseUnavailable, describe_database, resolve_database_url
+from checkpoints.migrate import MigrationError
 
 app = typer.Typer(
     name="writegate",
@@ -88,7 +89,7 @@ def main() -> None:
     _load_commands()
     try:
         app()
-    except (DatabaseUnavailable, WritegateError) as exc:
+    except (DatabaseUnavailable, MigrationError, WritegateError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise SystemExit(2) from exc
 
