@@ -35,12 +35,12 @@ def _serve(transport: str, host: str, port: int, user: str | None, tenant: str |
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     if transport == "http" and (user or tenant):
         raise typer.BadParameter(
-            "over HTTP the identity comes from bearer keys (WRITEGATE_MCP_KEYS), not options",
+            "over HTTP the identity comes from bearer keys (API keys or WRITEGATE_MCP_KEYS)",
             param_hint="--user/--tenant",
         )
     identity = configured_identity(user, tenant) if transport == "stdio" else None
-    keys = KeyRing.from_env() if transport == "http" else None
     runtime = Runtime.open(database_url())
+    keys = KeyRing.from_env(runtime.pool) if transport == "http" else None
     try:
         server = WritegateMCP(runtime, identity=identity, keys=keys)
         if transport == "stdio":

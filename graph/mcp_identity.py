@@ -4,8 +4,8 @@ Over stdio the server process serves one person's client, so the identity is
 configuration (`--user/--tenant` or `WRITEGATE_USER`/`WRITEGATE_TENANT`). Over HTTP
 each request carries `Authorization: Bearer <key>`; keys come from
 `WRITEGATE_MCP_KEYS="key1=user_42@tenant_hz,key2=user_7@tenant_hz"` and are kept and
-compared only as hashes. (The HTTP service's API-key table should replace this static
-map once it exists; `KeyRing` is the one place to change.)
+compared only as hashes — or they are the HTTP service's API keys (`writegate keys
+create`), looked up in PostgreSQL by hash.
 """
 
 from __future__ import annotations
@@ -13,14 +13,20 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from approval.canonical import hash_secret
 from approval.errors import Forbidden, ValidationFailed
 from approval.models import Identity
+from checkpoints.keys import resolve_key
+from checkpoints.pool import Pool
 
 KEYS_ENV = "WRITEGATE_MCP_KEYS"
+# A revoked API key stops working within this many seconds; the cache keeps the
+# lookup off the event loop for almost every request.
+KEY_CACHE_SECONDS = 30.0
 USER_ENV, TENANT_ENV = "WRITEGATE_USER", "WRITEGATE_TENANT"
 
 Scope = MutableMapping[str, Any]
@@ -44,8 +50,10 @@ def configured_identity(user: str | None, tenant: str | None) -> Identity:
 class KeyRing:
     """Bearer keys -> identities, held as sha256 hashes of the keys."""
 
-    def __init__(self, by_hash: dict[str, Identity]) -> None:
+    def __init__(self, by_hash: dict[str, Identity], pool: Pool | None = None) -> None:
         self._by_hash = by_hash
+        self._pool = pool
+        self._cache: dict[str, tuple[float, Identity | None]] = {}
 
     @classmethod
     def parse(cls, spec: str) -> KeyRing:
@@ -59,11 +67,27 @@ class KeyRing:
         return cls(by_hash)
 
     @classmethod
-    def from_env(cls) -> KeyRing:
-        return cls.parse(os.environ.get(KEYS_ENV, ""))
+    def from_env(cls, pool: Pool | None = None) -> KeyRing:
+        ring = cls.parse(os.environ.get(KEYS_ENV, ""))
+        ring._pool = pool
+        return ring
 
     def __len__(self) -> int:
-        return len(self._by_hash)
+        """How many ways to authenticate: static keys, plus the API-key table if any."""
+        return len(self._by_hash) + (1 if self._pool is not None else 0)
+
+    def _lookup_table(self, key: str) -> Identity | None:
+        if self._pool is None:
+            return None
+        presented = hash_secret(key)
+        cached = self._cache.get(presented)
+        if cached is not None and time.monotonic() - cached[0] < KEY_CACHE_SECONDS:
+            return cached[1]
+        with self._pool.connection() as conn:
+            found = resolve_key(conn, key)
+        identity = found[1] if found else None
+        self._cache[presented] = (time.monotonic(), identity)
+        return identity
 
     def lookup(self, key: str) -> Identity | None:
         presented = hash_secret(key)
@@ -72,7 +96,7 @@ class KeyRing:
         for stored, identity in self._by_hash.items():
             if hmac.compare_digest(stored, presented):
                 found = identity
-        return found
+        return found or self._lookup_table(key)
 
     def identify(self, authorization: str | None) -> Identity:
         scheme, _, key = (authorization or "").partition(" ")

@@ -21,6 +21,7 @@ import pytest
 from mcp import Client
 from psycopg.rows import dict_row
 
+from checkpoints.keys import create_key, revoke_key
 from checkpoints.migrate import setup_database
 from tests.integration.mcp_helpers import (
     Person,
@@ -379,3 +380,23 @@ def test_errors_are_structured_tool_results(mcp_db: str) -> None:
         "token_unknown",
         "validation_failed",
     ]
+
+
+def test_an_api_key_from_the_key_table_authenticates_and_a_revoked_one_does_not(
+    http_url: str, db: psycopg.Connection[Any]
+) -> None:
+    made = create_key(db, "user_7", "tenant_hz")
+    revoked = create_key(db, "user_7", "tenant_hz")
+    revoke_key(db, revoked.key_id)
+
+    async def whoami() -> dict[str, Any]:
+        async with http_session(http_url, made.secret, Person(accept)) as (session, _):
+            return ok(await session.call_tool("list_orders", {}))
+
+    orders = anyio.run(whoami)["orders"]
+    assert [o["order_id"] for o in orders] == ["ord_2002"]  # user_7's, from the key alone
+    request = urllib.request.Request(http_url, data=b"{}")
+    request.add_header("Authorization", f"Bearer {revoked.secret}")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 401
