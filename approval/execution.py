@@ -54,6 +54,7 @@ from approval.models import (
 )
 from approval.outcomes import execution_outcome
 from approval.retention import TombstoneLookup
+from approval.risk import requires_fresh_confirmation
 from approval.service import ApprovalService, new_id
 from approval.spec import DownstreamResult, ToolContext, ToolSpec
 from approval.store import LedgerTx
@@ -200,7 +201,7 @@ class Executor:
             raise Revoked(proposal_id=proposal.proposal_id)
         if token.status is TokenStatus.CONSUMED:
             raise AlreadyConsumed(proposal_id=proposal.proposal_id, execution_id=token.execution_id)
-        if token.policy_version != self.service.policy.version:
+        if requires_fresh_confirmation(proposal, token.policy_version, self.service.policy):
             raise PolicyChanged(
                 token_policy=token.policy_version, current_policy=self.service.policy.version
             )

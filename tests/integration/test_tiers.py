@@ -49,7 +49,6 @@ from tests.integration.tier_helpers import (
     token_of,
     tokens_of,
 )
-from tests.unit.test_risk import TIER_AWARE_EXECUTOR, WAITING
 
 SELF_APPROVE_SQL = "UPDATE wg_proposals SET second_approver = subject WHERE proposal_id = %s"
 
@@ -154,7 +153,6 @@ def test_highest_tier_token_lives_sixty_seconds_on_the_server_clock(rt):
         pinned.close()
 
 
-@pytest.mark.skipif(not TIER_AWARE_EXECUTOR, reason=WAITING)
 def test_policy_change_that_keeps_the_tier_still_executes(rt):
     order = new_order(rt, 19900)
     token = token_of(rt, propose_refund(rt, order, 19900))

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from approval import errors
-from approval import execution as execution_module
 from approval.decisions import Confirm, parse_decision
 from approval.execution import Executor, RetryPolicy
 from approval.models import Identity, ProposalStatus
@@ -20,11 +19,6 @@ from checkpoints.memory import MemoryLedgerStore
 from tests.unit.fake_tool import AddTool, Counters, Tools
 
 T0 = datetime(2026, 9, 1, 6, 20, tzinfo=UTC)
-# Temporary: until approval/execution.py asks approval.risk whether a policy change
-# matters (a one-line change queued behind other work on that file), any version
-# change refuses every old token.
-TIER_AWARE_EXECUTOR = "requires_fresh_confirmation" in Path(execution_module.__file__).read_text()
-WAITING = "approval/execution.py does not re-judge tokens under a new policy yet"
 ALICE = Identity("alice", "t1")
 BOB_APPROVER = Identity("bob", "t1", frozenset({"approver"}))
 
@@ -269,7 +263,6 @@ def test_a_declining_approver_ends_the_request(world):
 # -- policy versions and revocation ----------------------------------------------------
 
 
-@pytest.mark.skipif(not TIER_AWARE_EXECUTOR, reason=WAITING)
 def test_a_policy_change_refuses_only_what_it_would_treat_differently(world):
     _, db, service, _ = world
     c = confirm(service, propose(service))  # score 3: one click under p1
