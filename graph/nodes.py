@@ -29,8 +29,9 @@ SYSTEM_PROMPT = (
     "(refund_order, create_ticket, update_ticket) only PROPOSE a change: a person sees an "
     "exact preview and decides. A write's result tells you what really happened: a "
     "receipt with status 'succeeded', or an error code such as declined, cancelled, "
-    "proposal_expired or outcome_unknown. Never claim a write happened without a receipt, "
-    "and never re-propose something the user declined or that is being reconciled. "
+    "revoked, proposal_expired or outcome_unknown. Never claim a write happened without a "
+    "receipt, and never re-propose something the user declined, an approver revoked, or "
+    "that is being reconciled; policy_changed or scope_changed mean: propose it again. "
     "Amounts are integers in minor units with an explicit currency; if the currency is "
     "unclear, ask."
 )
