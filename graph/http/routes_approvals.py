@@ -19,7 +19,7 @@ from graph.http.errors import request_id, responses
 from graph.http.inputs import ID_PATTERN, IDEMPOTENCY_KEY_PATTERN, ApprovalQuery, DecisionIn
 from graph.http.schemas import ApprovalList, ApprovalView, DecisionResult
 from graph.http.services import Services, services
-from graph.http.views import OPEN, approval_view
+from graph.http.views import OPEN, approval_view, proposal_row
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 ProposalId = Annotated[str, Path(pattern=ID_PATTERN, description="The proposal's id.")]
@@ -93,3 +93,16 @@ def decide(
     )
     svc.metrics.decisions.labels(decision.action, str(status)).inc()
     return JSONResponse(body, status_code=status)
+
+
+@router.post(
+    "/{proposal_id}/revoke",
+    response_model=ApprovalView,
+    responses=responses(401, 403, 404, 409, 422),
+)
+def revoke(proposal_id: ProposalId, identity: CurrentIdentity, svc: Svc) -> ApprovalView:
+    """Stop a confirmed approval that has not executed (the requester, or an approver or
+    admin of the tenant). Once execution started it cannot be undone: 409
+    `revoke_too_late` with the execution's state."""
+    proposal = svc.runtime.service.revoke(identity, proposal_id)
+    return approval_view(proposal_row(proposal), svc.store.now())

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from fastapi import Request
 
+from approval.policy import load_policy
 from approval.service import Policy
 from checkpoints.http_store import HttpStore
 from graph.build import build_graph
@@ -51,9 +52,11 @@ class Settings:
         return cls(database_url=env.get("DATABASE_URL") or None, proposal_ttl_s=ttl)
 
     def policy(self) -> Policy:
+        """The same versioned policy file as every other entry point, so tokens agree."""
+        base = load_policy()
         if self.proposal_ttl_s is None:
-            return Policy()
-        return Policy(proposal_ttl=timedelta(seconds=self.proposal_ttl_s))
+            return base
+        return replace(base, proposal_ttl=timedelta(seconds=self.proposal_ttl_s))
 
 
 @dataclass

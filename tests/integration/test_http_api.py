@@ -392,3 +392,21 @@ def test_a_very_large_refund_waits_for_a_second_approver(
     status, done = decide(client, alice, pid, "requester-again")
     assert status == 200 and done["outcome"] == "executed", done
     assert provider_refunds(url, order) == 1
+
+
+def test_an_approver_revokes_a_confirmed_approval_before_it_runs(
+    client: TestClient, url: str, alice: dict[str, str], bob: dict[str, str]
+) -> None:
+    carol = {"Authorization": "Bearer " + make_key(url, "user_7", roles=("approver",))}
+    order = new_order(url, payable_minor=1_000_000)
+    _, pid = propose_refund(client, alice, order, amount="6000.00")
+    decide(client, alice, pid, "requester", retyped="6000.00")
+    client.post(f"/v1/reviews/{pid}", headers=carol, json={"action": "approve"})
+
+    no_role = client.post(f"/v1/approvals/{pid}/revoke", headers=bob)
+    assert no_role.status_code == 404  # bob is neither requester nor approver: not his to see
+    revoked = client.post(f"/v1/approvals/{pid}/revoke", headers=carol)
+    assert revoked.status_code == 200 and revoked.json()["status"] == "revoked", revoked.text
+    status, refused = decide(client, alice, pid, "after-revoke")
+    assert status == 409 and refused["code"] == "revoked", refused
+    assert provider_refunds(url, order) == 0
