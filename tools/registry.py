@@ -194,8 +194,9 @@ class Registry:
 
 
 def default_registry(provider: ProviderClient) -> Registry:
-    """All seven tools; refunds go to `provider`."""
+    """All eight tools (seven single writes and reads, one batch); refunds go to `provider`."""
     # Imported here because the tool modules subclass `Tool` from this module.
+    from tools.batch import CloseTickets
     from tools.orders import GetOrder, ListOrders, RefundOrder
     from tools.tickets import CreateTicket, GetTicket, ListTickets, UpdateTicket
 
@@ -208,5 +209,6 @@ def default_registry(provider: ProviderClient) -> Registry:
             ListTickets(),
             CreateTicket(),
             UpdateTicket(),
+            CloseTickets(),
         ]
     )

@@ -41,7 +41,7 @@ from tools.seed import seed_demo
 
 REQUEST = "request_refund_order_confirmation"
 EXECUTE = "execute_confirmed_refund_order"
-WRITES = ("refund_order", "create_ticket", "update_ticket")
+WRITES = ("refund_order", "create_ticket", "update_ticket", "close_tickets")
 READS = ("get_order", "list_orders", "get_ticket", "list_tickets")
 ERROR_KEYS = {"code", "message", "retryable", "request_id"}
 

@@ -21,14 +21,19 @@ from nbclient import NotebookClient
 from checkpoints.migrate import setup_database
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-NAMES = ("quickstart.ipynb", "decline_edit_expiry.ipynb")
+NAMES = ("quickstart.ipynb", "decline_edit_expiry.ipynb", "second_approver.ipynb")
 CELL_TIMEOUT_S = 120
 # Anything that would switch the notebooks from the scripted model to a real one.
 MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "WRITEGATE_MODEL")
 REFUNDS_SQL = "SELECT amount_minor FROM provider.refunds WHERE order_id = %s"
 # What reached the simulated provider for ord_1001 after each notebook: one full refund;
 # one refund of the edited amount (the declined and expired proposals never ran).
-EXPECTED_REFUNDS = {"quickstart.ipynb": [19900], "decline_edit_expiry.ipynb": [5000]}
+# second_approver refunds an order of its own; ord_1001 stays untouched there.
+EXPECTED_REFUNDS = {
+    "quickstart.ipynb": [19900],
+    "decline_edit_expiry.ipynb": [5000],
+    "second_approver.ipynb": [],
+}
 
 pytestmark = pytest.mark.slow
 

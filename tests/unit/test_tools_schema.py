@@ -44,7 +44,7 @@ def _objects(schema: Any, where: str = "$") -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def test_registry_has_the_seven_tools(registry: Registry) -> None:
+def test_registry_has_the_eight_tools(registry: Registry) -> None:
     assert registry.names() == [
         "get_order",
         "list_orders",
@@ -53,6 +53,7 @@ def test_registry_has_the_seven_tools(registry: Registry) -> None:
         "list_tickets",
         "create_ticket",
         "update_ticket",
+        "close_tickets",
     ]
     with pytest.raises(KeyError):
         registry.get("delete_everything")
@@ -68,6 +69,7 @@ def test_approval_and_side_effects_are_declared(registry: Registry) -> None:
         "refund_order": (SideEffect.EXTERNAL, True),
         "create_ticket": (SideEffect.REVERSIBLE, True),
         "update_ticket": (SideEffect.REVERSIBLE, True),
+        "close_tickets": (SideEffect.IRREVERSIBLE, True),
     }
     assert registry.get("refund_order").has_downstream
     assert not registry.get("update_ticket").has_downstream
