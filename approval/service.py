@@ -175,7 +175,10 @@ class ApprovalService:
             return same_call
         running = tx.find_open_execution(identity.tenant_id, fingerprint)
         if running is not None:
-            cls = InProgress if running.status is ExecutionStatus.RUNNING else OutcomeUnknown
+            # Running or due for a retry with its own key: wait. Unknown or escalated:
+            # a person or the reconciler decides; a second proposal could pay twice.
+            waiting = (ExecutionStatus.RUNNING, ExecutionStatus.FAILED_RETRYABLE)
+            cls = InProgress if running.status in waiting else OutcomeUnknown
             raise cls(execution_id=running.execution_id, request_key=running.request_key)
         ctx = ToolContext(identity, tx.conn, thread_id)
         freeze = getattr(spec, "freeze_scope", None)

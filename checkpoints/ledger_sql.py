@@ -109,7 +109,8 @@ SELECT_EXECUTION_SQL = f"SELECT {EXECUTION_COLUMNS} FROM wg_executions WHERE "
 
 SELECT_OPEN_EXECUTION_SQL = f"""
 SELECT {EXECUTION_COLUMNS} FROM wg_executions
-WHERE tenant_id = %s AND fingerprint = %s AND status IN ('running', 'unknown')
+WHERE tenant_id = %s AND fingerprint = %s
+  AND status IN ('running', 'unknown', 'failed_retryable', 'escalated')
 LIMIT 1"""
 
 TRANSITION_EXECUTION_SQL = f"""

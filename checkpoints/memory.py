@@ -25,6 +25,13 @@ from approval.models import (
     TokenStatus,
 )
 
+# An execution whose outcome is not final: the same request may not be proposed again.
+UNSETTLED = (
+    ExecutionStatus.RUNNING,
+    ExecutionStatus.UNKNOWN,
+    ExecutionStatus.FAILED_RETRYABLE,
+    ExecutionStatus.ESCALATED,
+)
 OPEN_PROPOSALS = (
     ProposalStatus.AWAITING,
     ProposalStatus.AWAITING_SECOND,
@@ -235,7 +242,7 @@ class MemoryLedgerTx:
                 for e in self.s.executions.values()
                 if e.tenant_id == tenant_id
                 and e.fingerprint == fingerprint
-                and e.status in (ExecutionStatus.RUNNING, ExecutionStatus.UNKNOWN)
+                and e.status in UNSETTLED
             ),
             None,
         )

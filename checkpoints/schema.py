@@ -179,5 +179,13 @@ CREATE TABLE provider.refunds (
 );
 """
 
+# A write whose outcome is not final blocks a new proposal of the same request; the
+# lookup covers retryable and escalated executions too.
+UNSETTLED_INDEX = """
+DROP INDEX IF EXISTS wg_executions_open_fp_idx;
+CREATE INDEX wg_executions_unsettled_fp_idx ON wg_executions (tenant_id, fingerprint)
+    WHERE status IN ('running', 'unknown', 'failed_retryable', 'escalated');
+"""
+
 # Versions 4-6 are defined beside their features; the order here is the version order.
-MIGRATIONS: list[str] = [LEDGER, DOMAIN, PROVIDER, OPS, HTTP, TIERS]
+MIGRATIONS: list[str] = [LEDGER, DOMAIN, PROVIDER, OPS, HTTP, TIERS, UNSETTLED_INDEX]

@@ -257,3 +257,21 @@ def test_every_call_is_audited_with_equal_digests_on_success(world):
     done = rows[2]
     assert done["requested_digest"] == done["approved_digest"] == done["executed_digest"]
     assert rows[3]["status"] == "rejected" and rows[3]["error_code"] == "validation_failed"
+
+
+def test_an_escalated_or_retryable_write_cannot_be_proposed_again(world):
+    _, _, tool, store, service, executor = world
+    tool.script = [errors.TemporarilyUnavailable()] * 3
+    c = confirm(service, propose(service))
+    with pytest.raises(errors.TemporarilyUnavailable):
+        executor.execute(ALICE, c.token)
+    with pytest.raises(errors.InProgress):  # failed_retryable: it will be retried by key
+        propose(service, call="call_again")
+    with store.transaction() as tx:
+        execution = tx.get_execution(request_key=c.proposal.request_key)
+        tx.transition_execution(
+            execution.execution_id, (ExecutionStatus.FAILED_RETRYABLE,), ExecutionStatus.ESCALATED
+        )
+    with pytest.raises(errors.OutcomeUnknown):  # a person decides; no second payment
+        propose(service, call="call_third")
+    assert tool.effects == {}
