@@ -371,8 +371,11 @@ class Executor:
             current = tx.get_execution(execution_id=execution.execution_id)
             assert current is not None
             return current
-        if new is ExecutionStatus.FAILED_TERMINAL:
-            spec.compensate(ToolContext(identity, tx.conn), execution.args, execution.request_key)
+        ctx = ToolContext(identity, tx.conn)
+        if isinstance(outcome, DownstreamResult):
+            spec.on_downstream_success(ctx, execution.args, execution.request_key, outcome)
+        elif new is ExecutionStatus.FAILED_TERMINAL:
+            spec.compensate(ctx, execution.args, execution.request_key)
         tx.insert_audit(
             self._execution_audit(identity, proposal, done, started or time.perf_counter())
         )

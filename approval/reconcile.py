@@ -238,8 +238,11 @@ class Reconciler:
                 )
             if done is None:
                 return self._lost(item)
-            if new is ExecutionStatus.FAILED_TERMINAL and spec is not None:
-                ctx = ToolContext(Identity(execution.subject, execution.tenant_id), tx.conn)
+            spec = spec or self.service._spec(execution.operation)
+            ctx = ToolContext(Identity(execution.subject, execution.tenant_id), tx.conn)
+            if isinstance(outcome, DownstreamResult):
+                spec.on_downstream_success(ctx, execution.args, execution.request_key, outcome)
+            elif new is ExecutionStatus.FAILED_TERMINAL:
                 spec.compensate(ctx, execution.args, execution.request_key)
             tx.insert_audit(self._audit(item, done, action))
         self.step_hook("recorded")

@@ -82,6 +82,13 @@ class ToolSpec(Protocol):
         """Ask the external system whether `request_key` was applied (None: never seen)."""
         ...
 
+    def on_downstream_success(
+        self, ctx: ToolContext, args: dict[str, Any], request_key: str, result: DownstreamResult
+    ) -> None:
+        """Record the downstream's success locally, in the transaction that records it
+        in the ledger (e.g. the refund row gets the provider's reference)."""
+        ...
+
     def compensate(self, ctx: ToolContext, args: dict[str, Any], request_key: str) -> None:
         """Undo the local write after the downstream refused for good."""
         ...

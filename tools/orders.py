@@ -310,6 +310,11 @@ class RefundOrder(Tool):
         answer = self.provider.lookup(request_key)
         return self._outcome(request_key, answer) if answer is not None else None
 
+    def on_downstream_success(
+        self, ctx: ToolContext, args: dict[str, Any], request_key: str, result: DownstreamResult
+    ) -> None:
+        mark_refund_succeeded(ctx.conn, request_key, result.provider_ref)
+
     def compensate(self, ctx: ToolContext, args: dict[str, Any], request_key: str) -> None:
         # Keyed by the server-made request key alone, so a reconciler acting under a
         # service identity undoes the same reservation; a second call finds no pending row.

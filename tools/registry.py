@@ -150,6 +150,11 @@ class Tool:
     def lookup_downstream(self, args: dict[str, Any], request_key: str) -> DownstreamResult | None:
         raise self._unsupported("downstream system")
 
+    def on_downstream_success(
+        self, ctx: ToolContext, args: dict[str, Any], request_key: str, result: DownstreamResult
+    ) -> None:
+        return None  # most tools keep nothing beside the ledger's record
+
     def compensate(self, ctx: ToolContext, args: dict[str, Any], request_key: str) -> None:
         raise self._unsupported("downstream system to compensate for")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -14,6 +14,7 @@ from approval.decisions import Edit
 from approval.execution import Executor
 from approval.models import Identity
 from approval.service import ApprovalService, Policy
+from checkpoints.migrate import setup_database
 from graph.runtime import Runtime
 from tests.integration.ledger_helpers import (
     ALICE,
@@ -41,8 +42,16 @@ class PinnedClock:
 
 
 @pytest.fixture(scope="module")
-def rt(database_url: str) -> Iterator[Runtime]:
-    runtime = Runtime.open(database_url, max_connections=WORKERS + 4)
+def ledger_db(create_database: Callable[[], str]) -> str:
+    """A database of this module's own: its orders must not show up in others' lists."""
+    url = create_database()
+    setup_database(url)
+    return url
+
+
+@pytest.fixture(scope="module")
+def rt(ledger_db: str) -> Iterator[Runtime]:
+    runtime = Runtime.open(ledger_db, max_connections=WORKERS + 4)
     yield runtime
     runtime.close()
 
@@ -153,9 +162,9 @@ def test_replay_matrix_each_refused_with_its_own_code_and_nothing_written(rt):
     assert provider_refunds(rt, order_id) == 1
 
 
-def test_token_is_expired_at_exactly_its_expiry_on_the_server_clock(rt, database_url):
+def test_token_is_expired_at_exactly_its_expiry_on_the_server_clock(rt, ledger_db):
     clock = PinnedClock()
-    pinned = Runtime.open(database_url, setup=False, clock=clock)
+    pinned = Runtime.open(ledger_db, setup=False, clock=clock)
     try:
         order_id = new_order(pinned)
         clock.at = server_now(pinned)
@@ -173,9 +182,9 @@ def test_token_is_expired_at_exactly_its_expiry_on_the_server_clock(rt, database
         pinned.close()
 
 
-def test_proposal_is_expired_at_exactly_its_expiry(rt, database_url):
+def test_proposal_is_expired_at_exactly_its_expiry(rt, ledger_db):
     clock = PinnedClock()
-    pinned = Runtime.open(database_url, setup=False, clock=clock)
+    pinned = Runtime.open(ledger_db, setup=False, clock=clock)
     try:
         order_id = new_order(pinned)
         clock.at = server_now(pinned)
@@ -259,3 +268,9 @@ def test_reads_and_writes_leave_audit_rows_with_equal_digests(rt):
     assert done["requested_digest"] == done["approved_digest"] == done["executed_digest"]
     assert done["approver"] == "user_42" and done["proposal_id"] == proposal.proposal_id
     assert rows[0]["tool_name"] == "get_order" and rows[0]["status"] == "succeeded"
+    with rt.pool.connection() as conn:
+        refund = conn.execute(
+            "SELECT status, provider_ref FROM refunds WHERE request_key = %s",
+            (receipt.request_key,),
+        ).fetchone()
+    assert refund == {"status": "succeeded", "provider_ref": receipt.provider_ref}

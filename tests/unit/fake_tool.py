@@ -17,6 +17,7 @@ class Counters:
     values: dict[str, int] = field(default_factory=lambda: {"c1": 0, "c2": 0})
     versions: dict[str, int] = field(default_factory=lambda: {"c1": 1, "c2": 1})
     owners: dict[str, str] = field(default_factory=lambda: {"c1": "alice", "c2": "bob"})
+    confirmed: int = 0  # downstream successes recorded locally
 
 
 class AddTool:
@@ -87,6 +88,11 @@ class AddTool:
         if request_key in self.effects:
             return DownstreamResult(provider_ref="ref_" + request_key[-6:], result={"ok": True})
         return None
+
+    def on_downstream_success(
+        self, ctx: ToolContext, args: dict[str, Any], request_key: str, result: DownstreamResult
+    ) -> None:
+        ctx.conn.confirmed += 1
 
     def compensate(self, ctx: ToolContext, args: dict[str, Any], request_key: str) -> None:
         db: Counters = ctx.conn

@@ -85,6 +85,7 @@ def test_confirm_then_execute_writes_once_and_second_use_returns_first_receipt(w
         executor.execute(ALICE, c.token, proposal_id=p.proposal_id)
     assert again.value.details["receipt"]["execution_id"] == receipt.execution_id
     assert db.values["c1"] == 5 and len(tool.effects) == 1 and tool.calls == 1
+    assert db.confirmed == 1  # the local record of the downstream success, once
 
 
 def test_only_the_subject_in_its_tenant_may_decide(world):
