@@ -21,6 +21,7 @@ from approval.errors import ValidationFailed, WritegateError
 from graph.identity import MissingIdentity, identity_of, thread_of
 from graph.messages import tool_error, tool_result
 from graph.runtime import Runtime
+from graph.settled import settled_updates
 
 __all__ = ["MissingIdentity", "Nodes", "identity_of", "thread_of"]
 
@@ -51,10 +52,12 @@ class Nodes:
     # -- agent and routing ------------------------------------------------------------
 
     def agent(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        identity_of(config)  # fail before the model runs if the host forgot identity
-        messages: list[AnyMessage] = [SystemMessage(SYSTEM_PROMPT), *state["messages"]]
+        identity = identity_of(config)  # fail before the model runs if identity is missing
+        # Writes that were unknown and have been reconciled since: tell the model once.
+        news = settled_updates(self.rt.store, identity, state["messages"])
+        messages: list[AnyMessage] = [SystemMessage(SYSTEM_PROMPT), *state["messages"], *news]
         reply = self.model.invoke(messages, config)
-        return {"messages": [reply]}
+        return {"messages": [*news, reply]}
 
     def route(self, state: dict[str, Any]) -> list[Send] | str:
         last = state["messages"][-1]

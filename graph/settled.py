@@ -1,0 +1,64 @@
+"""Tell the model when an earlier write's open outcome has become final.
+
+A write that ended `outcome_unknown` (or `in_progress`) is settled later by the
+reconciler. On the thread's next turn the agent looks each such execution up by id
+and adds one system note with the final receipt or error, once, so the model can tell
+the user what really happened instead of guessing or proposing it again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AnyMessage, SystemMessage, ToolMessage
+
+from approval.errors import WritegateError
+from approval.models import Identity
+from approval.reconcile import receipt_for
+from approval.store import LedgerStore
+from graph.messages import dumps, error_content, receipt_content
+
+OPEN_CODES = ("outcome_unknown", "in_progress")
+MARK = "writegate_settled"  # additional_kwargs key naming the execution reported
+
+
+def _open_execution(message: ToolMessage) -> str | None:
+    try:
+        body = json.loads(str(message.content))
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or body.get("code") not in OPEN_CODES:
+        return None
+    execution_id = (body.get("details") or {}).get("execution_id")
+    return execution_id if isinstance(execution_id, str) else None
+
+
+def settled_updates(
+    store: LedgerStore, identity: Identity, messages: Sequence[AnyMessage]
+) -> list[SystemMessage]:
+    told = {m.additional_kwargs.get(MARK) for m in messages if isinstance(m, SystemMessage)}
+    notes: list[SystemMessage] = []
+    for message in messages:
+        if not isinstance(message, ToolMessage):
+            continue
+        execution_id = _open_execution(message)
+        if execution_id is None or execution_id in told:
+            continue
+        content: dict[str, Any]
+        try:
+            content = receipt_content(receipt_for(store, identity, execution_id=execution_id))
+        except WritegateError as exc:
+            if exc.code in OPEN_CODES:
+                continue  # still being reconciled: nothing new to say
+            content = error_content(exc)
+        told.add(execution_id)
+        notes.append(
+            SystemMessage(
+                f"Update on the earlier {message.name} call {message.tool_call_id}: its outcome "
+                f"is now final: {dumps(content)}",
+                additional_kwargs={MARK: execution_id},
+            )
+        )
+    return notes
