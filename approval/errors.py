@@ -104,6 +104,13 @@ class TokenUnknown(WritegateError):
     default_message = "no such confirmation token"
 
 
+class TokenReplaced(WritegateError):
+    code = "token_replaced"
+    default_message = (
+        "a later confirmation of this proposal replaced this token; its run uses the newer one"
+    )
+
+
 class SubjectMismatch(WritegateError):
     code = "subject_mismatch"
     default_message = "the token belongs to another user"

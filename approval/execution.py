@@ -38,6 +38,7 @@ from approval.errors import (
     SubjectMismatch,
     TenantMismatch,
     TokenExpired,
+    TokenReplaced,
     TokenUnknown,
     UpstreamTimeout,
     WritegateError,
@@ -137,7 +138,9 @@ class Executor:
         except AlreadyConsumed as exc:
             return self._after_consumed(identity, exc, started)
         except TokenUnknown as exc:
-            refusal = self._purged(token) or exc
+            refusal = self._purged(token) or self._replaced(identity, proposal_id) or exc
+            if isinstance(refusal, AlreadyConsumed):  # audited there, as a duplicate
+                return self._after_consumed(identity, refusal, started)
             self._audit_refusal(identity, token, proposal_id, operation, refusal, started)
             raise refusal from None
         except WritegateError as exc:
@@ -147,6 +150,26 @@ class Executor:
         if execution.status is ExecutionStatus.SUCCEEDED:
             return execution_outcome(execution)
         return self._run_downstream(identity, spec, proposal, execution, started)
+
+    def _replaced(self, identity: Identity, proposal_id: str | None) -> WritegateError | None:
+        """An unknown token for the caller's own confirmed proposal was replaced by a
+        later confirm of the same proposal (a double click, a re-run node). Answer with
+        where that proposal's one run stands, not with a bare `token_unknown`."""
+        if proposal_id is None:
+            return None
+        with self.store.transaction() as tx:
+            proposal = tx.get_proposal(proposal_id)
+            if proposal is None or (proposal.subject, proposal.tenant_id) != (
+                identity.user_id,
+                identity.tenant_id,
+            ):
+                return None
+            execution = tx.get_execution(proposal_id=proposal_id)
+        if execution is not None:
+            return AlreadyConsumed(proposal_id=proposal_id, execution_id=execution.execution_id)
+        if proposal.status is ProposalStatus.CONFIRMED:
+            return TokenReplaced(proposal_id=proposal_id)
+        return None
 
     # -- T1 ---------------------------------------------------------------------------
 

@@ -274,3 +274,21 @@ def test_reads_and_writes_leave_audit_rows_with_equal_digests(rt):
             (receipt.request_key,),
         ).fetchone()
     assert refund == {"status": "succeeded", "provider_ref": receipt.provider_ref}
+
+
+def test_a_token_replaced_by_a_second_confirm_answers_with_the_one_run(rt):
+    order_id = new_order(rt)
+    proposal = propose_refund(rt, order_id)
+    first = confirm(rt, proposal).token
+    second = confirm(rt, proposal).token  # the same person confirms again: one approval
+    with pytest.raises(errors.TokenReplaced):  # the newer confirmation carries the run
+        rt.executor.execute(ALICE, first, proposal_id=proposal.proposal_id)
+    receipt = rt.executor.execute(ALICE, second, proposal_id=proposal.proposal_id)
+    with pytest.raises(errors.AlreadyConsumed) as late:
+        rt.executor.execute(ALICE, first, proposal_id=proposal.proposal_id)
+    assert late.value.details["receipt"]["execution_id"] == receipt.execution_id
+    with pytest.raises(errors.TokenUnknown):  # a stranger learns nothing
+        rt.executor.execute(
+            Identity("user_7", "tenant_hz"), first, proposal_id=proposal.proposal_id
+        )
+    assert provider_refunds(rt, order_id) == 1

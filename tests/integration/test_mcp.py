@@ -249,7 +249,7 @@ def test_retries_with_new_jsonrpc_ids_get_the_same_proposal_and_execution(
     (first, retried, stale, done, again, later), call_ids = anyio.run(scenario)
     assert len(call_ids) == 6 and len(set(call_ids)) == 6  # every retry had its own id
     assert retried["proposal_id"] == first["proposal_id"]  # ...and still the same request
-    assert stale["code"] == "token_unknown"  # a re-confirmation replaces the lost token
+    assert stale["code"] == "token_replaced"  # a re-confirmation replaces the lost token
     assert again["replayed"] is True and again["receipt"] == done["receipt"]
     assert again["execution_id"] == done["execution_id"]
     assert later["status"] == "executed" and later["proposal_id"] == first["proposal_id"]
