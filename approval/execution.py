@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from approval.canonical import digest, hash_secret
+from approval.downstream import RetryPolicy, call_with_retries, outcome_status
 from approval.errors import (
-    RETRYABLE_CODES,
     AlreadyConsumed,
     ArgsMismatch,
     AudienceMismatch,
@@ -40,7 +37,6 @@ from approval.errors import (
     TokenExpired,
     TokenReplaced,
     TokenUnknown,
-    UpstreamTimeout,
     WritegateError,
 )
 from approval.models import (
@@ -61,37 +57,6 @@ from approval.spec import DownstreamResult, ToolContext, ToolSpec
 from approval.store import LedgerTx
 
 RUNNING = (ExecutionStatus.RUNNING,)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Only transient downstream errors are retried, at most twice, same request key.
-
-    `call_timeout` bounds each downstream call (None: the client's own timeout only);
-    a call that overruns it is abandoned as `upstream_timeout`, i.e. it may still
-    apply. The lease should outlast the worst case, (max_retries + 1) calls plus
-    backoff, or a healthy worker gets reconciled under its feet (safe, but wasted).
-    """
-
-    max_retries: int = 2
-    base_delay: float = 0.2
-    max_delay: float = 5.0
-    lease: timedelta = timedelta(seconds=30)
-    call_timeout: float | None = 10.0
-
-    def delay(self, attempt: int) -> float:
-        return float(min(self.base_delay * 2**attempt, self.max_delay))
-
-
-def outcome_status(outcome: DownstreamResult | WritegateError) -> ExecutionStatus:
-    """Where a downstream answer leaves an execution. A timeout is not a failure."""
-    if isinstance(outcome, DownstreamResult):
-        return ExecutionStatus.SUCCEEDED
-    if isinstance(outcome, UpstreamTimeout):  # it may have applied
-        return ExecutionStatus.UNKNOWN
-    if outcome.code in RETRYABLE_CODES:
-        return ExecutionStatus.FAILED_RETRYABLE
-    return ExecutionStatus.FAILED_TERMINAL
 
 
 def default_owner() -> str:
@@ -313,55 +278,8 @@ class Executor:
     def call_with_retries(
         self, spec: ToolSpec, args: dict[str, Any], request_key: str
     ) -> DownstreamResult | WritegateError:
-        """Same request key every attempt; only transient codes are retried.
-
-        Once any attempt may have applied (a timeout, a broken connection), the
-        answer stays `upstream_timeout` even if later attempts only got 503s: a
-        later refusal to answer does not undo an earlier attempt that may have acted.
-        """
-        attempt, ambiguous = 0, False
-        while True:
-            try:
-                return self._call_once(spec, args, request_key)
-            except WritegateError as exc:
-                ambiguous = ambiguous or isinstance(exc, UpstreamTimeout)
-                if exc.code not in RETRYABLE_CODES or attempt >= self.retry.max_retries:
-                    if ambiguous and exc.code in RETRYABLE_CODES:
-                        return UpstreamTimeout(
-                            "an earlier attempt may have applied", last_error=exc.code
-                        )
-                    return exc
-            except Exception as exc:  # the downstream may have acted: unknown, not retried
-                return UpstreamTimeout(f"downstream call failed: {type(exc).__name__}")
-            self.sleep(self.retry.delay(attempt))
-            attempt += 1
-
-    def _call_once(
-        self, spec: ToolSpec, args: dict[str, Any], request_key: str
-    ) -> DownstreamResult:
-        timeout = self.retry.call_timeout
-        if timeout is None:
-            return spec.call_downstream(args, request_key)
-        # A thread, so any downstream gets a deadline; an overrun call is abandoned,
-        # not stopped, which is why the answer is "unknown" and the key stays the same.
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                box["result"] = spec.call_downstream(args, request_key)
-            except BaseException as exc:
-                box["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=run, name=f"downstream {request_key}", daemon=True).start()
-        if not done.wait(timeout):
-            raise UpstreamTimeout(f"no answer within {timeout:g} s", timeout_s=timeout)
-        if "error" in box:
-            raise box["error"]
-        result: DownstreamResult = box["result"]
-        return result
+        """Call the downstream under this executor's retry policy (see approval/downstream)."""
+        return call_with_retries(spec, args, request_key, self.retry, self.sleep)
 
     def record(
         self,
