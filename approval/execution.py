@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from approval.audit import elapsed_ms
 from approval.canonical import digest, hash_secret
 from approval.downstream import RetryPolicy, call_with_retries, outcome_status
 from approval.errors import (
@@ -385,7 +386,7 @@ class Executor:
             status=execution.status.value,
             result=execution.result,
             error_code=execution.error_code,
-            duration_ms=int((time.perf_counter() - started) * 1000),
+            duration_ms=elapsed_ms(started),
             request_key=execution.request_key,
             proposal_id=execution.proposal_id,
             approver=proposal.decided_by if proposal else None,
@@ -408,7 +409,7 @@ class Executor:
             status="duplicate",
             result={"execution_status": execution.status.value},
             error_code=AlreadyConsumed.code,
-            duration_ms=int((time.perf_counter() - started) * 1000),
+            duration_ms=elapsed_ms(started),
             request_key=execution.request_key,
             proposal_id=execution.proposal_id,
         )
@@ -435,7 +436,7 @@ class Executor:
                     status="refused",
                     result=exc.to_dict(),
                     error_code=exc.code,
-                    duration_ms=int((time.perf_counter() - started) * 1000),
+                    duration_ms=elapsed_ms(started),
                     proposal_id=proposal_id,
                 )
             )

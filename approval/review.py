@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from approval.audit import elapsed_ms
 from approval.errors import (
     Forbidden,
     NotFound,
@@ -178,7 +179,7 @@ def _audit(
         arguments=proposal.args,
         arguments_hash=proposal.args_digest,
         status=status,
-        duration_ms=int((time.perf_counter() - started) * 1000),
+        duration_ms=elapsed_ms(started),
         request_key=proposal.request_key,
         proposal_id=proposal.proposal_id,
         approver=identity.user_id,
@@ -208,7 +209,7 @@ def _audit_refusal(
                 status="rejected",
                 result=exc.to_dict(),
                 error_code=exc.code,
-                duration_ms=int((time.perf_counter() - started) * 1000),
+                duration_ms=elapsed_ms(started),
                 proposal_id=proposal_id,
                 approver=identity.user_id,
             )

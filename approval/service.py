@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from approval import review
+from approval.audit import call_audit, decision_audit
 from approval.canonical import digest, hash_secret, request_fingerprint
 from approval.decisions import Cancel, Confirm, Decline, Edit
 from approval.errors import (
@@ -29,7 +30,6 @@ from approval.errors import (
     WritegateError,
 )
 from approval.models import (
-    AuditRecord,
     ExecutionStatus,
     Identity,
     Proposal,
@@ -73,10 +73,6 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_urlsafe(12)}"
 
 
-def _elapsed_ms(started: float) -> int:
-    return int((time.perf_counter() - started) * 1000)
-
-
 class ApprovalService:
     def __init__(self, store: LedgerStore, tools: ToolLookup, policy: Policy | None = None):
         self.store = store
@@ -104,7 +100,7 @@ class ApprovalService:
             with self.store.transaction() as tx:
                 result = spec.read(ToolContext(identity, tx.conn, thread_id), args)
                 tx.insert_audit(
-                    self._audit(
+                    call_audit(
                         identity,
                         thread_id,
                         tool_name,
@@ -229,7 +225,7 @@ class ApprovalService:
                 raise IdempotencyConflict(tool_call_id=tool_call_id)
             return twin
         tx.insert_audit(
-            self._audit(
+            call_audit(
                 identity,
                 thread_id,
                 spec.name,
@@ -267,7 +263,7 @@ class ApprovalService:
                 tx.transition_proposal(
                     proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED
                 )
-                tx.insert_audit(self._decision_audit(identity, proposal, "expired", started))
+                tx.insert_audit(decision_audit(identity, proposal, "expired", started))
                 expired = ProposalExpired(
                     proposal_id=proposal.proposal_id, expired_at=proposal.expires_at.isoformat()
                 )
@@ -285,7 +281,7 @@ class ApprovalService:
                 tx.transition_proposal(
                     proposal.proposal_id, proposal.status, new, decided_by=identity.user_id
                 )
-                tx.insert_audit(self._decision_audit(identity, proposal, new.value, started))
+                tx.insert_audit(decision_audit(identity, proposal, new.value, started))
                 return Ended(replace(proposal, status=new))
         raise expired or ProposalExpired(proposal_id=decision.proposal_id)
 
@@ -330,9 +326,7 @@ class ApprovalService:
                 ProposalStatus.AWAITING_SECOND,
                 decided_by=identity.user_id,
             )
-            tx.insert_audit(
-                self._decision_audit(identity, proposal, "awaiting_second_approval", started)
-            )
+            tx.insert_audit(decision_audit(identity, proposal, "awaiting_second_approval", started))
             return replace(
                 proposal, status=ProposalStatus.AWAITING_SECOND, decided_by=identity.user_id
             )
@@ -343,7 +337,7 @@ class ApprovalService:
             decided_by=identity.user_id,
         )
         expires_at = self.issue_token(tx, proposal, secret)
-        tx.insert_audit(self._decision_audit(identity, proposal, "confirmed", started))
+        tx.insert_audit(decision_audit(identity, proposal, "confirmed", started))
         return Confirmation(replace(proposal, status=ProposalStatus.CONFIRMED), secret, expires_at)
 
     def require_current_requirements(self, proposal: Proposal) -> None:
@@ -412,7 +406,7 @@ class ApprovalService:
         ):
             raise ProposalNotPending(proposal_id=proposal.proposal_id)
         tx.revoke_token(proposal.proposal_id)
-        tx.insert_audit(self._decision_audit(identity, proposal, "superseded", started))
+        tx.insert_audit(decision_audit(identity, proposal, "superseded", started))
         return edited
 
     # -- second approval and revocation (approval/review.py) --------------------------
@@ -459,57 +453,6 @@ class ApprovalService:
         if proposal.status not in OPEN_FOR_DECISION:
             raise ProposalNotPending(proposal_id=proposal.proposal_id, state=proposal.status.value)
 
-    def _audit(
-        self,
-        identity: Identity,
-        thread_id: str | None,
-        tool_name: str,
-        event: str,
-        args: dict[str, Any] | None,
-        status: str,
-        started: float,
-        *,
-        result: dict[str, Any] | None = None,
-        error_code: str | None = None,
-        proposal: Proposal | None = None,
-        **digests: str | None,
-    ) -> AuditRecord:
-        return AuditRecord(
-            tenant_id=identity.tenant_id,
-            user_id=identity.user_id,
-            thread_id=thread_id,
-            tool_name=tool_name,
-            event=event,
-            arguments=args,
-            arguments_hash=_safe_digest(args),
-            status=status,
-            result=result,
-            error_code=error_code,
-            duration_ms=_elapsed_ms(started),
-            request_key=proposal.request_key if proposal else None,
-            proposal_id=proposal.proposal_id if proposal else None,
-            **digests,
-        )
-
-    def _decision_audit(
-        self, identity: Identity, proposal: Proposal, status: str, started: float
-    ) -> AuditRecord:
-        return replace(
-            self._audit(
-                identity,
-                proposal.thread_id,
-                proposal.operation,
-                "decide",
-                proposal.args,
-                status,
-                started,
-                proposal=proposal,
-                requested_digest=proposal.args_digest,
-                approved_digest=proposal.args_digest if status == "confirmed" else None,
-            ),
-            approver=identity.user_id,
-        )
-
     def _audit_failure(
         self,
         identity: Identity,
@@ -523,7 +466,7 @@ class ApprovalService:
         args = raw_args if isinstance(raw_args, dict) else {"_raw": repr(raw_args)}
         with self.store.transaction() as tx:
             tx.insert_audit(
-                self._audit(
+                call_audit(
                     identity,
                     thread_id,
                     tool_name,
@@ -535,12 +478,3 @@ class ApprovalService:
                     result=exc.to_dict(),
                 )
             )
-
-
-def _safe_digest(args: dict[str, Any] | None) -> str | None:
-    if args is None:
-        return None
-    try:
-        return digest(args)
-    except ValueError:  # a malformed argument (e.g. a float) is audited, not hashed
-        return None
