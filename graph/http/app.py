@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,6 +40,11 @@ Authenticate every `/v1` request with `Authorization: Bearer <key>` (make a key 
 `writegate keys create --user U --tenant T`). Errors are always
 `{code, message, retryable, request_id}`.
 """
+
+
+def _repeated_query_keys(raw: bytes) -> list[str]:
+    keys = [key for key, _ in parse_qsl(raw.decode("latin-1"), keep_blank_values=True)]
+    return sorted({key for key in keys if keys.count(key) > 1})
 
 
 class RequestContext:
@@ -64,7 +70,15 @@ class RequestContext:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            repeated = _repeated_query_keys(scope.get("query_string", b""))
+            if repeated:
+                # Every query parameter here is single-valued; a repeated one would be
+                # read as its last copy and slip past validation of the others.
+                message = f"query parameters may appear once: {', '.join(repeated)}"
+                content = errors.body("validation_failed", message, rid)
+                await JSONResponse(content, 422)(scope, receive, send_with_id)
+            else:
+                await self.app(scope, receive, send_with_id)
         finally:
             svc: Services | None = getattr(self.holder.state, "wg", None)
             if svc is not None:

@@ -410,3 +410,10 @@ def test_an_approver_revokes_a_confirmed_approval_before_it_runs(
     status, refused = decide(client, alice, pid, "after-revoke")
     assert status == 409 and refused["code"] == "revoked", refused
     assert provider_refunds(url, order) == 0
+
+
+def test_a_repeated_query_parameter_is_refused(client: TestClient, alice: dict[str, str]) -> None:
+    answer = client.get("/v1/audit?proposal_id=%F1%8B&proposal_id=prop_x", headers=alice)
+    assert answer.status_code == 422 and answer.json()["code"] == "validation_failed"
+    assert "proposal_id" in answer.json()["message"]
+    assert client.get("/v1/audit?proposal_id=prop_x", headers=alice).status_code == 200
