@@ -95,6 +95,26 @@ class Executor:
         proposal_id: str | None = None,
         operation: str | None = None,
     ) -> Receipt:
+        """Execute with the confirmation token a client presents (HTTP, MCP, CLI)."""
+        return self._execute(identity, token, proposal_id, operation)
+
+    def execute_confirmed(self, identity: Identity, proposal_id: str, operation: str) -> Receipt:
+        """Execute the caller's own confirmed proposal, for server-side code that just
+        took the confirmation itself (the graph's `execute` node).
+
+        The token's secret is not needed, so it is never carried in graph state or a
+        checkpoint; the proposal's issued token row is verified and consumed exactly as
+        a presented one would be, under the same locks and checks.
+        """
+        return self._execute(identity, None, proposal_id, operation)
+
+    def _execute(
+        self,
+        identity: Identity,
+        token: str | None,
+        proposal_id: str | None,
+        operation: str | None,
+    ) -> Receipt:
         started = time.perf_counter()
         try:
             with self.store.transaction() as tx:
@@ -104,13 +124,14 @@ class Executor:
         except AlreadyConsumed as exc:
             return self._after_consumed(identity, exc, started)
         except TokenUnknown as exc:
-            refusal = self._purged(token) or self._replaced(identity, proposal_id) or exc
+            purged = self._purged(token) if token else None
+            refusal = purged or self._replaced(identity, proposal_id) or exc
             if isinstance(refusal, AlreadyConsumed):  # audited there, as a duplicate
                 return self._after_consumed(identity, refusal, started)
-            self._audit_refusal(identity, token, proposal_id, operation, refusal, started)
+            self._audit_refusal(identity, token or "", proposal_id, operation, refusal, started)
             raise refusal from None
         except WritegateError as exc:
-            self._audit_refusal(identity, token, proposal_id, operation, exc, started)
+            self._audit_refusal(identity, token or "", proposal_id, operation, exc, started)
             raise
         self.step_hook("claimed")
         if execution.status is ExecutionStatus.SUCCEEDED:
@@ -143,15 +164,18 @@ class Executor:
         self,
         tx: LedgerTx,
         identity: Identity,
-        secret: str,
+        secret: str | None,
         proposal_id: str | None,
         operation: str | None,
         started: float,
     ) -> tuple[Proposal, ToolSpec, Execution]:
-        hashed = hash_secret(secret) if secret else ""
-        peek = tx.get_token(hashed) if hashed else None
+        if secret is None:  # execute_confirmed: the proposal's own token row
+            peek = tx.get_token_for_proposal(proposal_id) if proposal_id else None
+        else:
+            peek = tx.get_token(hash_secret(secret)) if secret else None
         if peek is None:
             raise TokenUnknown(proposal_id=proposal_id)
+        hashed = peek.token_hash
         # Lock in decide()'s order, the proposal row and then its token, so that a
         # confirm racing this execute waits for it instead of deadlocking with it.
         tx.get_proposal(peek.proposal_id, for_update=True)

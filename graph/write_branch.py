@@ -24,7 +24,7 @@ from approval.canonical import digest
 from approval.decisions import Edit, parse_decision
 from approval.errors import ProposalNotPending, WritegateError
 from approval.models import Identity, Proposal, ProposalStatus
-from approval.outcomes import execution_outcome, proposal_error
+from approval.outcomes import proposal_error
 from approval.service import Confirmation, Ended
 from graph.identity import identity_of, thread_of
 from graph.messages import approval_request, receipt_content, tool_error, tool_result
@@ -44,8 +44,6 @@ _AWAITING_SECOND = {
 class WriteState(TypedDict, total=False):
     call: dict[str, Any]
     proposal_id: str
-    # The one-time token, from the confirm to its use in `execute`; cleared after.
-    token: str
     messages: Annotated[list[AnyMessage], add_messages]
 
 
@@ -82,7 +80,7 @@ class WriteBranch:
         error: WritegateError | None = None
         while True:
             if proposal.status is ProposalStatus.EXECUTED:  # a re-run after the execution
-                return {"proposal_id": proposal.proposal_id, "token": ""}
+                return {"proposal_id": proposal.proposal_id}
             ended = proposal_error(proposal.status, proposal.proposal_id)
             if ended is not None and proposal.status is not ProposalStatus.SUPERSEDED:
                 return self._finish(call, ended)
@@ -99,7 +97,9 @@ class WriteBranch:
                 error = exc  # ask again, showing why the answer was refused
                 continue
             if isinstance(outcome, Confirmation):
-                return {"proposal_id": proposal.proposal_id, "token": outcome.token}
+                # The token's secret stays here: `execute` consumes the proposal's token
+                # row directly, so no secret is ever written to a checkpoint.
+                return {"proposal_id": proposal.proposal_id}
             if isinstance(outcome, Ended):
                 status = outcome.proposal.status
                 return self._finish(call, proposal_error(status, proposal.proposal_id))
@@ -124,16 +124,12 @@ class WriteBranch:
         return {"messages": [tool_error(call["id"], call["name"], exc)]}
 
     def execute(self, state: WriteState, config: RunnableConfig) -> dict[str, Any]:
-        """Consume the token and execute, or (no token: a re-run) report what happened."""
+        """Consume the confirmation and execute; on a re-run, report the one execution."""
         call, identity = state["call"], identity_of(config)
-        proposal_id, token = state["proposal_id"], state.get("token", "")
         try:
-            if token:
-                receipt = self.rt.executor.execute(
-                    identity, token, proposal_id=proposal_id, operation=call["name"]
-                )
-            else:
-                receipt = self._existing_receipt(proposal_id, identity)
+            receipt = self.rt.executor.execute_confirmed(
+                identity, state["proposal_id"], operation=call["name"]
+            )
             message = tool_result(call["id"], call["name"], receipt_content(receipt))
         except WritegateError as exc:
             first = exc.details.get("receipt")
@@ -141,14 +137,7 @@ class WriteBranch:
                 message = tool_result(call["id"], call["name"], {**first})
             else:
                 message = tool_error(call["id"], call["name"], exc)
-        return {"messages": [message], "token": ""}
-
-    def _existing_receipt(self, proposal_id: str, identity: Identity) -> Any:
-        with self.rt.store.transaction() as tx:
-            execution = tx.get_execution(proposal_id=proposal_id)
-        if execution is None or execution.subject != identity.user_id:
-            raise ProposalNotPending(proposal_id=proposal_id)
-        return execution_outcome(execution)
+        return {"messages": [message]}
 
     @staticmethod
     def after_propose(state: WriteState) -> str:

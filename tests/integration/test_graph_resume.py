@@ -236,7 +236,7 @@ def test_a_node_rerun_after_confirming_an_edit_executes_it_once(
         raise SimulatedCrash
 
     with monkeypatch.context() as patch:
-        patch.setattr(rt.executor, "execute", crash)
+        patch.setattr(rt.executor, "execute_confirmed", crash)
         with pytest.raises(SimulatedCrash):
             graph.invoke(Command(resume=confirm(current["proposal_id"])), config(thread))
     assert statuses(rt, thread)[-1] == "confirmed" and refunds_at_provider(rt, order) == 0
@@ -283,3 +283,21 @@ def test_a_user_id_argument_from_the_model_is_refused(rt: Runtime) -> None:
     assert message.status == "error" and body["code"] == "validation_failed"
     assert "user_id" in body["message"]
     assert proposals(rt, thread) == [] and refunds_at_provider(rt, order) == 0
+
+
+TOKEN_TRACES_SQL = """
+SELECT (SELECT count(*) FROM checkpoint_writes WHERE position('wgt_'::bytea IN blob) > 0)
+     + (SELECT count(*) FROM checkpoint_blobs
+        WHERE blob IS NOT NULL AND position('wgt_'::bytea IN blob) > 0)
+     + (SELECT count(*) FROM checkpoints WHERE checkpoint::text LIKE '%%wgt_%%') AS n
+"""
+
+
+def test_no_confirmation_secret_is_ever_written_to_a_checkpoint(rt: Runtime) -> None:
+    thread, order = new_id("t"), new_order(rt)
+    graph, asked = start_refund(rt, thread, order)
+    out = graph.invoke(Command(resume=confirm(asked.value["proposal_id"])), config(thread))
+    assert tool_content(tool_messages(out)[-1])["status"] == "succeeded"
+    with rt.pool.connection() as conn:
+        row = conn.execute(TOKEN_TRACES_SQL).fetchone()
+    assert row is not None and row["n"] == 0  # the ledger keeps only the token's hash
