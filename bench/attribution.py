@@ -99,7 +99,8 @@ def instrument_runtime(runtime: Runtime, recorder: Recorder) -> None:
     service, executor = runtime.service, runtime.executor
     for name in ("propose", "get_proposal", "decide"):
         setattr(service, name, timed(getattr(service, name), recorder, "ledger"))
-    setattr(executor, "execute", timed(executor.execute, recorder, "ledger"))  # noqa: B010
+    for name in ("execute", "execute_confirmed"):  # clients present a token; the graph does not
+        setattr(executor, name, timed(getattr(executor, name), recorder, "ledger"))
     provider = runtime.provider
     setattr(provider, "refund", timed(provider.refund, recorder, "provider"))  # noqa: B010
 
