@@ -178,7 +178,7 @@ class Executor:
         hashed = peek.token_hash
         # Lock in decide()'s order, the proposal row and then its token, so that a
         # confirm racing this execute waits for it instead of deadlocking with it.
-        tx.get_proposal(peek.proposal_id, for_update=True)
+        locked = tx.get_proposal(peek.proposal_id, for_update=True)
         token = tx.get_token(hashed, for_update=True)
         if token is None:  # a concurrent confirm replaced it
             raise TokenUnknown(proposal_id=proposal_id)
@@ -190,7 +190,10 @@ class Executor:
             raise AudienceMismatch(audience=token.audience)
         if operation is not None and operation != token.operation:
             raise OperationMismatch(expected=operation, token_operation=token.operation)
-        proposal = tx.get_proposal(proposal_id or token.proposal_id, for_update=True)
+        wanted = proposal_id or token.proposal_id
+        proposal = locked if wanted == peek.proposal_id else None
+        if proposal is None:  # presented for another proposal: lock that one as well
+            proposal = tx.get_proposal(wanted, for_update=True)
         if proposal is None or proposal.tenant_id != identity.tenant_id:
             raise NotFound("no such proposal for this user", proposal_id=proposal_id)
         if proposal.operation != token.operation:
