@@ -2,17 +2,20 @@
 
 Only structured events count. Free text ("ok", "好的") is not a decision: parsing it
 fails with `invalid_decision`, and nothing is confirmed. LangChain's human-in-the-loop
-shape (`{"decisions": [{"type": "approve" | "reject" | "edit", ...}]}`) is accepted too,
-so existing LangGraph UIs can answer; it is bound to the proposal being asked about.
+shape (`{"decisions": [{"type": "approve" | "reject" | "edit", ...}]}`, see
+`approval/hitl.py`) is accepted too, so existing LangGraph UIs can answer; it is bound
+to the proposal being asked about, and only when its sender could have read the question.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from approval.errors import InvalidDecision
+from approval.hitl import from_hitl, is_hitl
 
 
 class _Decision(BaseModel):
@@ -44,30 +47,20 @@ Decision = Annotated[Confirm | Decline | Cancel | Edit, Field(discriminator="act
 _ADAPTER: TypeAdapter[Confirm | Decline | Cancel | Edit] = TypeAdapter(Decision)
 
 
-def _from_hitl(value: dict[str, Any], proposal_id: str) -> dict[str, Any]:
-    decisions = value.get("decisions")
-    if not isinstance(decisions, list) or len(decisions) != 1:
-        raise InvalidDecision("expected exactly one decision for this approval request")
-    item = decisions[0]
-    if not isinstance(item, dict):
-        raise InvalidDecision("a decision must be an object")
-    kind = item.get("type")
-    if kind == "approve":
-        confirm = {"action": "confirm", "proposal_id": proposal_id}
-        return {**confirm, "retyped": item["retyped"]} if "retyped" in item else confirm
-    if kind == "reject":
-        return {"action": "decline", "proposal_id": proposal_id, "reason": item.get("message")}
-    if kind == "edit":
-        edited = item.get("edited_action") or {}
-        return {"action": "edit", "proposal_id": proposal_id, "args": edited.get("args")}
-    raise InvalidDecision(f"unknown decision type {kind!r}; use approve, reject or edit")
-
-
-def parse_decision(value: Any, *, asked_proposal_id: str) -> Confirm | Decline | Cancel | Edit:
+def parse_decision(
+    value: Any,
+    *,
+    asked_proposal_id: str,
+    presented: Callable[[], bool],
+    arg_schema: Mapping[str, Any] | None = None,
+) -> Confirm | Decline | Cancel | Edit:
     """Parse a resume value for the proposal that was asked about.
 
     A decision naming another proposal is refused: a stale or misrouted resume must
-    never answer a different pending question.
+    never answer a different pending question. A decision naming no proposal (the
+    LangChain shape) counts only if `presented()` says its question reached a client
+    before the answer came; `arg_schema` (the tool's JSON schema) reads that shape's
+    edit form strings.
     """
     if not isinstance(value, dict):
         raise InvalidDecision(
@@ -75,8 +68,16 @@ def parse_decision(value: Any, *, asked_proposal_id: str) -> Confirm | Decline |
             '{"action": "confirm", "proposal_id": "..."}; free text confirms nothing',
             received_type=type(value).__name__,
         )
-    if "decisions" in value and "action" not in value:
-        value = _from_hitl(value, asked_proposal_id)
+    if is_hitl(value):
+        answer = from_hitl(value, asked_proposal_id, arg_schema)
+        if not answer.named and not presented():
+            raise InvalidDecision(
+                "this answer names no proposal and came before its question was shown to "
+                "anyone; read the question shown now and answer it",
+                reason="not_presented",
+                asked_proposal_id=asked_proposal_id,
+            )
+        value = answer.event
     try:
         decision = _ADAPTER.validate_python(value)
     except ValidationError as exc:

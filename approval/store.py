@@ -97,3 +97,17 @@ class LedgerStore(Protocol):
     def transaction(self) -> AbstractContextManager[LedgerTx]: ...
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]: ...
+
+
+class PresentedQuestions(Protocol):
+    """Which approval questions reached a client: an interrupt that ended its run.
+
+    A question is the interrupt at `index` of the task at `checkpoint_ns` in a thread.
+    An answer naming no proposal counts only for a question recorded here.
+    """
+
+    def record(self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str) -> None: ...
+
+    def was_presented(
+        self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str
+    ) -> bool: ...

@@ -23,6 +23,7 @@ from bench.db import BenchServer, Orders, disable_autovacuum, open_bench_pool
 from bench.workload import GraphRunner, ledger_op
 from checkpoints.ledger import PgLedgerStore
 from checkpoints.pool import Pool
+from checkpoints.presented import PgPresentedQuestions
 from graph.runtime import Runtime
 from tools.provider import SimulatedProvider
 from tools.registry import default_registry
@@ -37,7 +38,10 @@ def runtime_on(url: str, pool: Pool) -> Runtime:
     provider = SimulatedProvider(pool=pool)
     registry = default_registry(provider)
     service = ApprovalService(store, registry)
-    return Runtime(url, pool, store, registry, provider, service, Executor(service))
+    executor = Executor(service)
+    return Runtime(
+        url, pool, store, registry, provider, service, executor, PgPresentedQuestions(pool)
+    )
 
 
 def _count_path(server: BenchServer, url: str, path: str, orders: Orders, n: int) -> dict[str, Any]:

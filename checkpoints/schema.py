@@ -8,6 +8,7 @@ is the payment provider simulator's own store, kept apart as a real provider wou
 
 from __future__ import annotations
 
+from checkpoints.schema_hitl import PRESENTED
 from checkpoints.schema_http import HTTP
 from checkpoints.schema_ops import OPS
 from checkpoints.schema_tiers import TIERS
@@ -187,5 +188,7 @@ CREATE INDEX wg_executions_unsettled_fp_idx ON wg_executions (tenant_id, fingerp
     WHERE status IN ('running', 'unknown', 'failed_retryable', 'escalated');
 """
 
-# Versions 4-6 are defined beside their features; the order here is the version order.
-MIGRATIONS: list[str] = [LEDGER, DOMAIN, PROVIDER, OPS, HTTP, TIERS, UNSETTLED_INDEX]
+# Versions 4-6 and 8 are defined beside their features; the order here is the version order.
+MIGRATIONS: list[str] = [
+    LEDGER, DOMAIN, PROVIDER, OPS, HTTP, TIERS, UNSETTLED_INDEX, PRESENTED,
+]  # fmt: skip

@@ -16,11 +16,13 @@ from langgraph.checkpoint.postgres import PostgresSaver
 
 from approval.execution import Executor, RetryPolicy
 from approval.service import ApprovalService, Policy
+from approval.store import PresentedQuestions
 from checkpoints.database import resolve_database_url
 from checkpoints.ledger import PgLedgerStore
 from checkpoints.migrate import setup_database
 from checkpoints.ops import PgTombstones
 from checkpoints.pool import Pool, open_pool
+from checkpoints.presented import PgPresentedQuestions
 from tools.provider import ProviderClient, SimulatedProvider
 from tools.provider_http import HttpProvider
 from tools.registry import Registry, default_registry
@@ -41,6 +43,7 @@ class Runtime:
     provider: ProviderClient
     service: ApprovalService
     executor: Executor
+    presented: PresentedQuestions
     _saver: PostgresSaver | None = field(default=None, repr=False)
 
     @classmethod
@@ -65,7 +68,8 @@ class Runtime:
         registry = default_registry(provider)
         service = ApprovalService(store, registry, policy)
         executor = Executor(service, retry=retry, step_hook=step_hook, tombstones=PgTombstones())
-        return cls(url, pool, store, registry, provider, service, executor)
+        presented = PgPresentedQuestions(pool)
+        return cls(url, pool, store, registry, provider, service, executor, presented)
 
     @property
     def checkpointer(self) -> PostgresSaver:

@@ -7,14 +7,20 @@ waiting for the whole turn's questions to be answered.
 
 LangGraph re-runs a node from its start on resume, so `approval` does nothing with a
 side effect before `interrupt()` returns, and every call it makes after is idempotent.
+An answer naming no proposal (LangChain's shape) may only answer a question that reached
+a client: an interrupt that ended an earlier run, recorded as it ends the run. LangGraph
+hands a resume value to whichever interrupt comes first, even one raised in the same run
+(after the thread's state was changed, say), and that question nobody has seen.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphInterrupt
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
@@ -78,6 +84,9 @@ class WriteBranch:
         call, identity = state["call"], identity_of(config)
         proposal = self.rt.service.get_proposal(identity, state["proposal_id"])
         error: WritegateError | None = None
+        # LangGraph matches answers to this node's interrupts by their order.
+        where = (thread_of(config), str(config.get("configurable", {}).get("checkpoint_ns", "")))
+        index = -1
         while True:
             if proposal.status is ProposalStatus.EXECUTED:  # a re-run after the execution
                 return {"proposal_id": proposal.proposal_id}
@@ -87,9 +96,16 @@ class WriteBranch:
             request = approval_request(proposal, error)
             if proposal.status is ProposalStatus.AWAITING_SECOND:
                 request["awaiting"] = dict(_AWAITING_SECOND)  # the same question, one step on
-            answer = interrupt(request)
+            index += 1
+            question = (*where, index, proposal.proposal_id)
+            answer = self._ask(request, question)
             try:
-                decision = parse_decision(answer, asked_proposal_id=proposal.proposal_id)
+                decision = parse_decision(
+                    answer,
+                    asked_proposal_id=proposal.proposal_id,
+                    presented=partial(self.rt.presented.was_presented, *question),
+                    arg_schema=self.rt.registry.get(proposal.operation).json_schema(),
+                )
                 outcome = self._decide(identity, proposal, decision)
             except WritegateError as exc:
                 if exc.code in _FINAL_CODES:
@@ -104,6 +120,14 @@ class WriteBranch:
                 status = outcome.proposal.status
                 return self._finish(call, proposal_error(status, proposal.proposal_id))
             proposal, error = outcome, None  # an edit: a new proposal, a fresh preview
+
+    def _ask(self, request: dict[str, Any], question: tuple[str, str, int, str]) -> Any:
+        try:
+            return interrupt(request)
+        except GraphInterrupt:
+            # The question ends this run: from now on a client can read it.
+            self.rt.presented.record(*question)
+            raise
 
     def _decide(
         self, identity: Identity, proposal: Proposal, decision: Any

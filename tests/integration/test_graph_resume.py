@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from approval.errors import NotFound
@@ -301,3 +301,63 @@ def test_no_confirmation_secret_is_ever_written_to_a_checkpoint(rt: Runtime) -> 
     with rt.pool.connection() as conn:
         row = conn.execute(TOKEN_TRACES_SQL).fetchone()
     assert row is not None and row["n"] == 0  # the ledger keeps only the token's hash
+
+
+APPROVE = {"decisions": [{"type": "approve"}]}
+
+
+def _swap_pending_call(graph: Any, thread: str, call: dict[str, Any]) -> None:
+    """Rewrite the pending AIMessage's tool call, as Studio lets a developer do."""
+    messages = graph.get_state(config(thread)).values["messages"]
+    asking = next(m for m in reversed(messages) if isinstance(m, AIMessage))
+    swapped = AIMessage("", id=asking.id, tool_calls=[call])
+    graph.update_state(config(thread), {"messages": [swapped]}, as_node="agent")
+
+
+@pytest.mark.parametrize(("answer", "amounts"), [("approve", [19900]), ("reject", [])])
+def test_unnamed_approve_never_answers_a_question_nobody_was_shown(
+    rt: Runtime, answer: str, amounts: list[int]
+) -> None:
+    thread, order = new_id("t"), new_order(rt)
+    graph, asked = start_refund(rt, thread, order, amount_minor=100)
+    assert asked.value["args"]["amount_minor"] == 100
+    _swap_pending_call(graph, thread, refund_call(order, 19900))
+
+    # The ¥199.00 question is raised and would be answered in the same run: refused.
+    out = graph.invoke(Command(resume=APPROVE), config(thread))
+    shown = only_interrupt(out).value
+    assert shown["args"]["amount_minor"] == 19900
+    assert shown["error"]["code"] == "invalid_decision"
+    assert provider_amounts(rt, order) == [] and tool_messages(out) == []
+
+    # Now it was shown; the person's next answer counts, and only that one.
+    done = graph.invoke(Command(resume={"decisions": [{"type": answer}]}), config(thread))
+    assert "__interrupt__" not in done
+    assert provider_amounts(rt, order) == amounts
+    assert refunded_minor(rt, order) == sum(amounts)
+
+
+@pytest.mark.parametrize("where", ["in_the_decision", "beside_the_decisions"])
+def test_langchain_decision_naming_another_proposal_is_refused(rt: Runtime, where: str) -> None:
+    thread, order = new_id("t"), new_order(rt)
+    graph, asked = start_refund(rt, thread, order)
+    other_thread, other_order = new_id("t"), new_order(rt)
+    other = start_refund(rt, other_thread, other_order)[1].value["proposal_id"]
+    if where == "in_the_decision":
+        resume: dict[str, Any] = {"decisions": [{"type": "approve", "proposal_id": other}]}
+    else:
+        resume = {**APPROVE, "proposal_id": other}
+
+    out = graph.invoke(Command(resume=resume), config(thread))
+    again = only_interrupt(out).value
+    assert again["error"]["code"] == "invalid_decision"
+    assert again["proposal_id"] == asked.value["proposal_id"]
+    assert statuses(rt, thread) == statuses(rt, other_thread) == AWAITING
+    assert tokens_issued(rt, thread) == tokens_issued(rt, other_thread) == 0
+    assert refunds_at_provider(rt, order) == refunds_at_provider(rt, other_order) == 0
+
+    # Naming the asked proposal itself is an answer like the writegate event.
+    named = {"decisions": [{"type": "approve", "proposal_id": asked.value["proposal_id"]}]}
+    done = graph.invoke(Command(resume=named), config(thread))
+    assert tool_content(tool_messages(done)[-1])["status"] == "succeeded"
+    assert refunds_at_provider(rt, order) == 1

@@ -97,18 +97,25 @@ def test_only_the_subject_in_its_tenant_may_decide(world):
     assert service.get_proposal(ALICE, p.proposal_id).status is ProposalStatus.AWAITING
 
 
+def _shown() -> bool:
+    return True
+
+
 @pytest.mark.parametrize(
     "value",
     ["ok", "好的", {"action": "approve"}, None, {"action": "confirm", "proposal_id": "prop_other"}],
 )
 def test_free_text_or_other_proposal_is_not_a_decision(value):
     with pytest.raises(errors.InvalidDecision):
-        parse_decision(value, asked_proposal_id="prop_1")
+        parse_decision(value, asked_proposal_id="prop_1", presented=_shown)
 
 
 def test_hitl_shape_maps_to_structured_decisions():
-    ok = parse_decision({"decisions": [{"type": "approve"}]}, asked_proposal_id="p")
-    no = parse_decision({"decisions": [{"type": "reject", "message": "no"}]}, asked_proposal_id="p")
+    ok = parse_decision(
+        {"decisions": [{"type": "approve"}]}, asked_proposal_id="p", presented=_shown
+    )
+    reject = {"decisions": [{"type": "reject", "message": "no"}]}
+    no = parse_decision(reject, asked_proposal_id="p", presented=_shown)
     assert isinstance(ok, Confirm) and isinstance(no, Decline)
 
 

@@ -193,10 +193,14 @@ def _proposal_stub():
 
 def test_retyped_travels_in_the_structured_and_the_hitl_shapes():
     plain = parse_decision(
-        {"action": "confirm", "proposal_id": "p1", "retyped": "¥500.00"}, asked_proposal_id="p1"
+        {"action": "confirm", "proposal_id": "p1", "retyped": "¥500.00"},
+        asked_proposal_id="p1",
+        presented=lambda: True,
     )
     hitl = parse_decision(
-        {"decisions": [{"type": "approve", "retyped": "¥500.00"}]}, asked_proposal_id="p1"
+        {"decisions": [{"type": "approve", "retyped": "¥500.00"}]},
+        asked_proposal_id="p1",
+        presented=lambda: True,
     )
     assert plain == hitl and isinstance(plain, Confirm) and plain.retyped == "¥500.00"
 
