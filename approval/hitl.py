@@ -6,10 +6,17 @@ LangChain's `HumanInTheLoopMiddleware`. Such an answer usually names no proposal
 the caller must know it answers a question its sender could have read
 (`HitlAnswer.named` says whether it named one). Naming any proposal other than the
 one asked is refused.
+
+The UI's edit form sends every field as a string (`"amount_minor": "1000"`). On this
+path only, a string is read as the field's value when it is exactly that value's
+canonical text: a plain decimal integer, `true` / `false`, an enum member. Strict
+validation then runs on the converted arguments, as for any edit.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +24,9 @@ from typing import Any
 from approval.errors import InvalidDecision
 
 SUPPORTED_TYPES = ("approve", "edit", "reject")
+# No sign but a minus, no spaces, no leading zeros: the one way to write each integer.
+_PLAIN_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
+_BOOLEANS = {"true": True, "false": False}
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,8 @@ def from_hitl(
     elif kind == "edit":
         edited = item.get("edited_action") or {}
         args = edited.get("args") if isinstance(edited, dict) else None
+        if isinstance(args, dict) and arg_schema is not None:
+            args = form_args(args, arg_schema)
         event = {"action": "edit", "proposal_id": pid, "args": args}
     else:
         raise InvalidDecision(
@@ -66,3 +78,32 @@ def from_hitl(
             supported=list(SUPPORTED_TYPES),
         )
     return HitlAnswer(event, named)
+
+
+def form_args(args: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Edited arguments with each canonical string read as its field's value."""
+    fields = schema.get("properties") or {}
+    return {k: form_value(v, fields.get(k) or {}) for k, v in args.items()}
+
+
+def form_value(value: Any, field: Mapping[str, Any]) -> Any:
+    """`value` converted when it is the exact canonical text of the field's type, else as is."""
+    if not isinstance(value, str):
+        return value
+    for option in field.get("anyOf") or [field]:
+        converted = _from_text(value, option)
+        if converted is not value:
+            return converted
+    return value
+
+
+def _from_text(text: str, field: Mapping[str, Any]) -> Any:
+    for member in field.get("enum") or []:
+        if not isinstance(member, str) and json.dumps(member) == text:
+            return member
+    kind = field.get("type")
+    if kind == "integer" and _PLAIN_INTEGER.fullmatch(text):
+        return int(text)
+    if kind == "boolean" and text in _BOOLEANS:
+        return _BOOLEANS[text]
+    return text

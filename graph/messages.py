@@ -63,8 +63,12 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
     """The interrupt value for one proposal: one action per interrupt."""
     preview = proposal.preview
     lines = [f"{f['name']}: {f['display']}" for f in preview.get("fields", [])]
-    description = "\n".join(
+    # A UI may show only this text: a refused answer's reason comes first. Blank lines
+    # keep markdown from running the lines into one paragraph.
+    refused = [f"Refused ({error.code}): {error.message}"] if error is not None else []
+    description = "\n\n".join(
         [
+            *refused,
             preview.get("title", proposal.operation),
             *lines,
             f"Impact: {preview.get('impact', '')}",

@@ -328,6 +328,7 @@ def test_unnamed_approve_never_answers_a_question_nobody_was_shown(
     shown = only_interrupt(out).value
     assert shown["args"]["amount_minor"] == 19900
     assert shown["error"]["code"] == "invalid_decision"
+    assert shown["action_requests"][0]["description"].startswith("Refused")
     assert provider_amounts(rt, order) == [] and tool_messages(out) == []
 
     # Now it was shown; the person's next answer counts, and only that one.
