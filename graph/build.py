@@ -22,6 +22,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graph.model import build_chat_model
 from graph.nodes import Nodes
+from graph.resolve import WritegateGraph
 from graph.runtime import Runtime
 from graph.write_branch import build_write_branch
 
@@ -45,4 +46,7 @@ def build_graph(
     builder.add_conditional_edges("agent", nodes.route, ["read", "write", "refuse", "__end__"])
     for branch in ("read", "write", "refuse"):
         builder.add_edge(branch, "agent")
-    return builder.compile(checkpointer=checkpointer, name="writegate")
+    compiled = builder.compile(checkpointer=checkpointer, name="writegate")
+    # The same graph as a WritegateGraph, which reads "Mark as Resolved" (graph/resolve.py).
+    attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
+    return WritegateGraph(**attrs)

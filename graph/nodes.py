@@ -20,6 +20,7 @@ from langgraph.types import Send
 from approval.errors import ValidationFailed, WritegateError
 from graph.identity import MissingIdentity, identity_of, thread_of
 from graph.messages import tool_error, tool_result
+from graph.resolve import ends_turn
 from graph.runtime import Runtime
 from graph.settled import settled_updates
 
@@ -53,6 +54,8 @@ class Nodes:
 
     def agent(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         identity = identity_of(config)  # fail before the model runs if identity is missing
+        if ends_turn(state["messages"]):
+            return {}  # marked resolved: the model reads it with the thread's next message
         # Writes that were unknown and have been reconciled since: tell the model once.
         news = settled_updates(self.rt.store, identity, state["messages"])
         messages: list[AnyMessage] = [SystemMessage(SYSTEM_PROMPT), *state["messages"], *news]

@@ -27,13 +27,14 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
 from approval.canonical import digest
-from approval.decisions import Edit, parse_decision
-from approval.errors import ProposalNotPending, WritegateError
+from approval.decisions import Cancel, Edit, parse_decision
+from approval.errors import Cancelled, ProposalNotPending, WritegateError
 from approval.models import Identity, Proposal, ProposalStatus
 from approval.outcomes import proposal_error
 from approval.service import Confirmation, Ended
 from graph.identity import identity_of, thread_of
 from graph.messages import approval_request, receipt_content, tool_error, tool_result
+from graph.resolve import RESOLVE, RESOLVED
 from graph.runtime import Runtime
 
 # A confirmed proposal is still editable: a node re-run after a crash replays the edit.
@@ -99,6 +100,8 @@ class WriteBranch:
             index += 1
             question = (*where, index, proposal.proposal_id)
             answer = self._ask(request, question)
+            if answer == RESOLVE:
+                return self._resolve(call, identity, proposal)
             try:
                 decision = parse_decision(
                     answer,
@@ -128,6 +131,25 @@ class WriteBranch:
             # The question ends this run: from now on a client can read it.
             self.rt.presented.record(*question)
             raise
+
+    def _resolve(
+        self, call: dict[str, Any], identity: Identity, proposal: Proposal
+    ) -> dict[str, Any]:
+        """The thread was marked resolved: cancel this question's proposal, end the turn."""
+        exc: WritegateError = Cancelled(
+            "the user marked the conversation resolved without deciding; do not retry it",
+            proposal_id=proposal.proposal_id,
+            state=ProposalStatus.CANCELLED.value,
+        )
+        try:
+            self.rt.service.decide(
+                identity, Cancel(action="cancel", proposal_id=proposal.proposal_id)
+            )
+        except WritegateError as refused:  # it ended some other way meanwhile: say which
+            exc = refused
+        message = tool_error(call["id"], call["name"], exc)
+        message.artifact = RESOLVED
+        return {"messages": [message]}
 
     def _decide(
         self, identity: Identity, proposal: Proposal, decision: Any

@@ -362,3 +362,35 @@ def test_langchain_decision_naming_another_proposal_is_refused(rt: Runtime, wher
     done = graph.invoke(Command(resume=named), config(thread))
     assert tool_content(tool_messages(done)[-1])["status"] == "succeeded"
     assert refunds_at_provider(rt, order) == 1
+
+
+AUDIT_EVENTS_SQL = """
+SELECT event, status FROM wg_audit WHERE proposal_id = %s ORDER BY audit_id
+"""
+
+
+def test_mark_as_resolved_cancels_every_pending_question_and_ends_the_run(rt: Runtime) -> None:
+    thread, first, second = new_id("t"), new_order(rt), new_order(rt)
+    calls = [refund_call(first, 100), refund_call(second, 200)]
+    graph = scripted_graph(rt, calls, "noted: nothing was refunded")
+    out = graph.invoke({"messages": [HumanMessage("refund both")]}, config(thread))
+    assert len(out["__interrupt__"]) == 2
+
+    # Agent Chat UI's "Mark as Resolved" sends exactly this, and no answer.
+    out = graph.invoke(Command(goto="__end__"), config(thread))
+    assert "__interrupt__" not in out
+    assert graph.get_state(config(thread)).next == ()
+    results = [tool_content(m) for m in tool_messages(out)]
+    assert sorted(r["code"] for r in results) == ["cancelled", "cancelled"]
+    assert isinstance(out["messages"][-1], ToolMessage)  # the run ended without the model
+    assert statuses(rt, thread) == ["cancelled", "cancelled"]
+    assert refunds_at_provider(rt, first) == refunds_at_provider(rt, second) == 0
+    with rt.pool.connection() as conn:
+        for row in proposals(rt, thread):
+            events = conn.execute(AUDIT_EVENTS_SQL, (row["proposal_id"],)).fetchall()
+            assert events[-1]["status"] == "cancelled"
+
+    # The model reads the cancellations with the thread's next message.
+    later = graph.invoke({"messages": [HumanMessage("ok")]}, config(thread))
+    assert later["messages"][-1].content == "noted: nothing was refunded"
+    assert tokens_issued(rt, thread) == 0 and refunds_at_provider(rt, first) == 0

@@ -168,3 +168,90 @@ def test_studio_server_runs_a_confirmed_refund_exactly_once(
         with psycopg.connect(url) as conn:
             row = conn.execute(COUNT_THREAD_CHECKPOINTS_SQL, (thread_id,)).fetchone()
         assert row is not None and row[0] > 0
+
+
+AMOUNTS_SQL = "SELECT amount_minor FROM provider.refunds WHERE order_id = %s ORDER BY created_at"
+THREAD_STATUSES_SQL = "SELECT status FROM wg_proposals WHERE thread_id = %s ORDER BY created_at"
+
+
+def _query(url: str, sql: str, *params: Any) -> list[Any]:
+    with psycopg.connect(url) as conn:
+        return [row[0] for row in conn.execute(sql, params).fetchall()]
+
+
+def _asked(client: Any, thread_id: str) -> dict[str, Any]:
+    state = client.threads.get_state(thread_id)
+    [pending] = state["interrupts"]
+    value: dict[str, Any] = pending["value"]
+    return value
+
+
+def _answer(client: Any, thread_id: str, resume: Any, config: Config) -> dict[str, Any]:
+    """Answer as Agent Chat UI does, then read the question that stands, if any."""
+    command: Command = {"resume": resume}
+    client.runs.wait(thread_id, "writegate", command=command, config=config)
+    state = client.threads.get_state(thread_id)
+    return state["interrupts"][0]["value"] if state["interrupts"] else {}
+
+
+def _shows_refusal(asked: dict[str, Any], code: str) -> None:
+    """The UI shows only the description: the refusal opens it, lines stay apart."""
+    description = asked["action_requests"][0]["description"]
+    assert asked["error"]["code"] == code
+    assert description.startswith(f"Refused ({code})")
+    assert "\n\n" in description and "¥" in description
+
+
+@pytest.mark.parametrize("studio", ["in-memory"], indirect=True)
+def test_agent_chat_ui_payloads_through_the_studio_server(studio: tuple[str, str, str]) -> None:
+    base_url, url, _ = studio
+    client = get_sync_client(url=base_url, api_key=None)
+    config: Config = {"configurable": dict(IDENTITY)}
+    run_input: dict[str, Any] = {"messages": [{"role": "user", "content": REQUEST}]}
+
+    # "Mark as Resolved": the question is cancelled, audited, and the run ends.
+    resolved = client.threads.create()["thread_id"]
+    client.runs.wait(resolved, "writegate", input=run_input, config=config)
+    assert _asked(client, resolved)["operation"] == "refund_order"
+    end: Command = {"goto": "__end__"}
+    client.runs.wait(resolved, "writegate", input={}, command=end, config=config)
+    state: Any = client.threads.get_state(resolved)
+    assert state["interrupts"] == [] and state["next"] == []
+    last = state["values"]["messages"][-1]
+    assert last["type"] == "tool" and json.loads(last["content"])["code"] == "cancelled"
+    assert _query(url, THREAD_STATUSES_SQL, resolved) == ["cancelled"]
+    assert _refunds(url) == 0
+
+    # Decision types: only LangChain's approve, edit and reject are taken.
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "writegate", input=run_input, config=config)
+    first = _asked(client, thread_id)
+    refused = _answer(
+        client, thread_id, {"decisions": [{"type": "respond", "message": "hi"}]}, config
+    )
+    _shows_refusal(refused, "invalid_decision")
+    assert "approve, edit, reject" in refused["error"]["message"]
+
+    # The edit form sends strings: canonical text is read, anything else refused.
+    form = {"order_id": "ord_1001", "currency": "CNY", "reason": "arrived broken"}
+    for bad in ("01000", "1000.0", " 1000"):
+        edit = {
+            "type": "edit",
+            "edited_action": {"name": "refund_order", "args": {**form, "amount_minor": bad}},
+        }
+        refused = _answer(client, thread_id, {"decisions": [edit]}, config)
+        _shows_refusal(refused, "validation_failed")
+        assert refused["proposal_id"] == first["proposal_id"]
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "refund_order", "args": {**form, "amount_minor": "1000"}},
+    }
+    fresh = _answer(client, thread_id, {"decisions": [edit]}, config)
+    assert fresh["proposal_id"] != first["proposal_id"] and "error" not in fresh
+    assert fresh["args"]["amount_minor"] == 1000
+    assert not fresh["action_requests"][0]["description"].startswith("Refused")
+
+    assert _answer(client, thread_id, {"decisions": [{"type": "approve"}]}, config) == {}
+    [receipt] = _receipts(client.threads.get_state(thread_id))
+    assert receipt["status"] == "succeeded" and receipt["args_digest"] == fresh["args_digest"]
+    assert _query(url, AMOUNTS_SQL, "ord_1001") == [1000]
