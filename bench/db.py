@@ -46,7 +46,7 @@ SELECT %s || g, %s, %s, 'CNY', %s, '' FROM generate_series(1, %s) AS g"""
 
 # Which tables make up which part of the footprint.
 TABLE_GROUPS = {
-    "ledger": ("wg_proposals", "wg_tokens", "wg_executions", "wg_tombstones"),
+    "ledger": ("wg_proposals", "wg_presented", "wg_tokens", "wg_executions", "wg_tombstones"),
     "audit": ("wg_audit",),
     "checkpoints": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
     "domain": ("orders", "refunds", "tickets"),

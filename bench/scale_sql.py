@@ -68,7 +68,7 @@ SELECT 'refund_order:' || %(tenant)s || ':order:o' || g || ':p' || g, 're_' || g
 FROM generate_series(1, %(n)s) AS g WHERE g %% 200 = 2"""
 
 TRUNCATE_SQL = """
-TRUNCATE wg_executions, wg_tokens, wg_proposals, wg_audit, provider.refunds"""
+TRUNCATE wg_executions, wg_tokens, wg_presented, wg_proposals, wg_audit, provider.refunds"""
 ANALYZE_SQL = "ANALYZE"
 
 # A user's pending approvals: awaiting and not past expiry on the database clock.
