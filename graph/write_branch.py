@@ -80,7 +80,8 @@ class WriteBranch:
         """Ask, and keep asking until a valid structured decision for this proposal.
 
         Before `interrupt()` this node only reads. A refused answer (free text, another
-        proposal's id) is shown back with its error, and the same question stands.
+        proposal's id, an answer naming no proposal to a question nobody was shown yet)
+        is shown back with its error, and the same question stands.
         """
         call, identity = state["call"], identity_of(config)
         proposal = self.rt.service.get_proposal(identity, state["proposal_id"])
