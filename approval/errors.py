@@ -230,6 +230,9 @@ class RevokeTooLate(WritegateError):
 
 
 RETRYABLE_CODES = frozenset({"upstream_timeout", "temporarily_unavailable", "rate_limited"})
+# An execution that answered with one of these is not over: the executor's retries or
+# the reconciler finish it with the same request key. Proposing it again could pay twice.
+UNSETTLED_CODES = RETRYABLE_CODES | {"outcome_unknown", "in_progress"}
 
 _BY_CODE: dict[str, type[WritegateError]] = {
     cls.code: cls for cls in WritegateError.__subclasses__()

@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from approval.canonical import to_rfc3339
-from approval.errors import WritegateError
+from approval.errors import UNSETTLED_CODES, WritegateError
 from approval.models import Proposal, Receipt
 
 INTERRUPT_KIND = "writegate.approval"
@@ -24,8 +24,6 @@ _ADVICE = {
     "declined": "The user declined. Do not propose this again unless they ask.",
     "cancelled": "The user closed the request without deciding. Do not retry on your own.",
     "proposal_expired": "Nobody confirmed in time. Ask the user whether to propose again.",
-    "outcome_unknown": "The outcome is being reconciled. Do not propose this again; "
-    "tell the user it is being checked.",
     "state_changed": "The record changed since the preview. Read it again before proposing.",
 }
 
@@ -34,9 +32,20 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+# A confirmed write that is not over yet (a 503, a 429, a timeout, unknown): `retryable`
+# means the system retries it with its own request key, not that the model should.
+_UNSETTLED_ADVICE = (
+    "This confirmed write is not finished yet; it is being completed or checked with its "
+    "own request key. Do not propose it again: a new proposal is refused until it settles. "
+    "Tell the user it is being checked; you will get a note with the final result."
+)
+
+
 def error_content(exc: WritegateError) -> dict[str, Any]:
     body = exc.to_dict()
-    if exc.code in _ADVICE:
+    if exc.code in UNSETTLED_CODES and "execution_id" in exc.details:
+        body["advice"] = _UNSETTLED_ADVICE
+    elif exc.code in _ADVICE:
         body["advice"] = _ADVICE[exc.code]
     return body
 

@@ -8,6 +8,9 @@ those replies in order.
 
 Rules. The last HumanMessage is "the request"; the messages after it are "this turn".
 
+0. This turn opens with a note that an earlier write's outcome became final (see
+   ``graph.settled``): report it and stop, so a request repeated only because nobody
+   said it went through does not become a second write.
 1. No tool call yet this turn: plan from the request text, first match wins:
    "create ticket: TITLE [description: TEXT]" → ``create_ticket(title, description)``;
    an order id (``ord_…``) and "refund"/"退款" → ``get_order(order_id)`` per order;
@@ -38,7 +41,14 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+)
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -46,6 +56,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
 from graph import scripted_rules as rules
+from graph.settled import MARK as SETTLED
 
 PREFIX = "[scripted demo model] "
 
@@ -150,6 +161,11 @@ def _plan(messages: Sequence[BaseMessage]) -> rules.Plan:
     turn = messages[start + 1 :]
     results = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
     batches = [m.tool_calls for m in turn if isinstance(m, AIMessage) and m.tool_calls]
+    notes = [
+        str(m.text) for m in turn if isinstance(m, SystemMessage) and SETTLED in m.additional_kwargs
+    ]
+    if notes and not batches:
+        return rules.report_settled(notes)
     if not batches:
         return rules.plan_request(request)
     last_batch = batches[-1]

@@ -15,6 +15,8 @@ from typing import Any
 
 from langchain_core.messages import ToolCall, ToolMessage
 
+from approval.errors import UNSETTLED_CODES
+
 Plan = list[tuple[str, dict[str, Any]]] | str
 
 WRITE_TOOLS = frozenset({"refund_order", "update_ticket", "create_ticket"})
@@ -193,6 +195,11 @@ def _describe(name: str, message: ToolMessage) -> str:
             f"{name}: the outcome is unknown. It is being reconciled and must not be "
             "repeated; check its status later instead."
         )
+    if code in UNSETTLED_CODES and "execution_id" in ((error or {}).get("details") or {}):
+        return (
+            f"{name} is not finished yet ({code}). It is being completed with its own "
+            "request key and must not be repeated; I will report the final result."
+        )
     if error is not None:
         text = f"{name} was not done ({code}: {error.get('message', '')})."
         if code in NO_RETRY_CODES or not error.get("retryable"):
@@ -211,6 +218,18 @@ def _describe(name: str, message: ToolMessage) -> str:
         return f"{name} succeeded: execution {execution}, provider ref {provider_ref}."
     shown = status or json.dumps(data, ensure_ascii=False)[:200]
     return f"{name} returned {shown!r}; it is not confirmed as done."
+
+
+def report_settled(notes: list[str]) -> str:
+    """Rule 0: an earlier write became final since the last turn: say so, start nothing.
+
+    The person may be asking again only because they were never told; they can ask
+    once more after hearing the final result.
+    """
+    return (
+        " ".join(notes)
+        + " I did not start anything new; ask again if you still want something done."
+    )
 
 
 def summarise(batch: list[ToolCall], results: dict[str, ToolMessage]) -> str:

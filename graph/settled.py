@@ -1,7 +1,8 @@
 """Tell the model when an earlier write's open outcome has become final.
 
-A write that ended `outcome_unknown` (or `in_progress`) is settled later by the
-reconciler. On the thread's next turn the agent looks each such execution up by id
+A write that ended unsettled (`outcome_unknown`, `in_progress`, or a transient refusal
+such as `temporarily_unavailable`, `rate_limited`, `upstream_timeout`) is finished later
+by the reconciler. On the thread's next turn the agent looks each such execution up by id
 and adds one system note with the final receipt or error, once, so the model can tell
 the user what really happened instead of guessing or proposing it again.
 """
@@ -14,13 +15,12 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, SystemMessage, ToolMessage
 
-from approval.errors import WritegateError
+from approval.errors import UNSETTLED_CODES, WritegateError
 from approval.models import Identity
 from approval.reconcile import receipt_for
 from approval.store import LedgerStore
 from graph.messages import dumps, error_content, receipt_content
 
-OPEN_CODES = ("outcome_unknown", "in_progress")
 MARK = "writegate_settled"  # additional_kwargs key naming the execution reported
 
 
@@ -29,7 +29,7 @@ def _open_execution(message: ToolMessage) -> str | None:
         body = json.loads(str(message.content))
     except ValueError:
         return None
-    if not isinstance(body, dict) or body.get("code") not in OPEN_CODES:
+    if not isinstance(body, dict) or body.get("code") not in UNSETTLED_CODES:
         return None
     execution_id = (body.get("details") or {}).get("execution_id")
     return execution_id if isinstance(execution_id, str) else None
@@ -50,7 +50,7 @@ def settled_updates(
         try:
             content = receipt_content(receipt_for(store, identity, execution_id=execution_id))
         except WritegateError as exc:
-            if exc.code in OPEN_CODES:
+            if exc.code in UNSETTLED_CODES:
                 continue  # still being reconciled: nothing new to say
             content = error_content(exc)
         told.add(execution_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -14,13 +15,16 @@ from checkpoints.migrate import setup_database
 from checkpoints.ops import PgBacklog
 from graph.build import build_graph
 from graph.runtime import Runtime
+from graph.scripted import ScriptedChatModel
 from graph.settled import MARK
 from tests.integration.graph_helpers import (
     config,
     confirm,
+    interrupts,
     new_id,
     new_order,
     only_interrupt,
+    provider_amounts,
     refund_call,
     refunds_at_provider,
     scripted,
@@ -82,3 +86,83 @@ def test_a_reconciled_unknown_write_is_reported_on_the_next_turn_once(
     assert '"status":"succeeded"' in str(notes[0].content)
     out = graph.invoke({"messages": [HumanMessage("thanks")]}, config(thread))
     assert len([m for m in out["messages"] if isinstance(m, SystemMessage)]) == 1
+
+
+# -- outcomes the reconciler finishes: a 503, a 429, an unknown --------------------------
+
+REFUND_199 = "refund {order} 199.00 because it arrived broken"
+WILL_BE_RECONCILED = [
+    ("unavailable*3", "temporarily_unavailable"),
+    ("rate_limited*3", "rate_limited"),
+    ("timeout_after*3", "outcome_unknown"),
+]
+
+
+def _person_confirms_whatever_is_asked(graph: Any, out: dict[str, Any], thread: str) -> Any:
+    """The person confirms each approval the graph asks for, as in the reported case."""
+    while interrupts(out):
+        proposal_id = only_interrupt(out).value["proposal_id"]
+        out = graph.invoke(Command(resume=confirm(proposal_id)), config(thread))
+    return out
+
+
+def _notes(out: dict[str, Any]) -> list[SystemMessage]:
+    return [m for m in out["messages"] if isinstance(m, SystemMessage)]
+
+
+@pytest.mark.parametrize(("fault", "code"), WILL_BE_RECONCILED[:2], ids=["503", "429"])
+def test_a_refund_that_met_a_transient_refusal_is_reported_once_and_not_paid_twice(
+    rt: Runtime, faults: FaultScript, fault: str, code: str
+) -> None:
+    order, thread = new_order(rt, payable_minor=39900), new_id("th")
+    faults.reset([f"{order}={fault}"])  # every attempt of the first execution refused
+    graph = build_graph(rt, model=ScriptedChatModel(), checkpointer=rt.checkpointer)
+
+    def asked() -> dict[str, Any]:
+        return {"messages": [HumanMessage(REFUND_199.format(order=order))]}
+
+    out = _person_confirms_whatever_is_asked(graph, graph.invoke(asked(), config(thread)), thread)
+    refused = tool_content(tool_messages(out)[-1])
+    assert refused["code"] == code and provider_amounts(rt, order) == []
+
+    assert Reconciler(rt.service, PgBacklog(rt.pool), retry=NO_WAIT).drain()
+    assert provider_amounts(rt, order) == [19900]  # the reconciler finished it: one refund
+
+    # The person asks again; the model must first hear that the refund went through.
+    out = graph.invoke(asked(), config(thread))
+    out = _person_confirms_whatever_is_asked(graph, out, thread)
+    assert provider_amounts(rt, order) == [19900]
+    notes = _notes(out)
+    assert (
+        len(notes) == 1 and notes[0].additional_kwargs[MARK] == refused["details"]["execution_id"]
+    )
+    assert '"status":"succeeded"' in str(notes[0].content)
+    out = graph.invoke({"messages": [HumanMessage("thanks")]}, config(thread))
+    assert len(_notes(out)) == 1  # told once
+
+
+@pytest.mark.parametrize(("fault", "code"), WILL_BE_RECONCILED, ids=["503", "429", "unknown"])
+def test_an_outcome_being_reconciled_tells_the_model_not_to_propose_it_again(
+    rt: Runtime, faults: FaultScript, fault: str, code: str
+) -> None:
+    order, thread = new_order(rt, payable_minor=39900), new_id("th")
+    faults.reset([f"{order}={fault}"])
+    graph = build_graph(rt, model=ScriptedChatModel(), checkpointer=rt.checkpointer)
+
+    def asked() -> dict[str, Any]:
+        return {"messages": [HumanMessage(REFUND_199.format(order=order))]}
+
+    out = _person_confirms_whatever_is_asked(graph, graph.invoke(asked(), config(thread)), thread)
+    first = tool_content(tool_messages(out)[-1])
+    assert first["code"] == code
+    assert "do not propose" in first.get("advice", "").lower()
+
+    # While it is open, the same request proposed again is refused, with the same advice,
+    # and nobody is asked to confirm it.
+    out = graph.invoke(asked(), config(thread))
+    assert not interrupts(out)
+    again = tool_content(tool_messages(out)[-1])
+    assert again["code"] in ("in_progress", "outcome_unknown")
+    assert again["details"]["execution_id"] == first["details"]["execution_id"]
+    assert "do not propose" in again.get("advice", "").lower()
+    assert _notes(out) == []  # nothing is final yet, so nothing is reported as final

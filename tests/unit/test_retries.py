@@ -186,3 +186,22 @@ def test_retention_days_come_from_the_environment():
         RetentionPolicy.from_env({"WRITEGATE_RETENTION_DAYS": "a week"})
     with pytest.raises(ValueError):
         RetentionPolicy(-1)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        errors.UpstreamTimeout,
+        errors.TemporarilyUnavailable,
+        errors.RateLimited,
+        errors.OutcomeUnknown,
+        errors.InProgress,
+    ],
+)
+def test_an_unsettled_write_tells_the_model_not_to_propose_it_again(error):
+    from graph.messages import error_content
+
+    of_a_write = error_content(error(execution_id="exec_1", request_key="k1"))
+    assert "Do not propose it again" in of_a_write["advice"]
+    # Without an execution there is nothing being finished: no such advice.
+    assert "Do not propose it again" not in error_content(error()).get("advice", "")
