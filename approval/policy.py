@@ -2,10 +2,11 @@
 
 The rules are configuration, not code: a TOML file (`policy_default.toml` beside this
 module, or the file named by `WRITEGATE_POLICY_FILE`) that carries its own `version`.
-Every proposal and token records the version it was made under, so an approval can be
-re-judged when the policy changes. `Policy()` without rules is the legacy one-click
-policy: every write is confirmed with one click, and any version change invalidates
-outstanding tokens, because nothing proves the new policy would treat them the same.
+Every proposal and token records the version it
+was made under, so an approval can be re-judged when the policy changes. `Policy()`
+without rules is the legacy one-click policy: every write is confirmed with one click,
+and any version change invalidates outstanding tokens, because nothing proves the new
+policy would treat them the same.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from approval.policy_schema import check_shape
 
 POLICY_FILE_ENV = "WRITEGATE_POLICY_FILE"
 DEFAULT_POLICY_FILE = Path(__file__).with_name("policy_default.toml")
@@ -99,7 +102,9 @@ def load_policy(path: str | Path | None = None) -> Policy:
 
 
 def parse_policy(data: dict[str, Any], *, source: str = "policy") -> Policy:
+    """Check the shape strictly (see `policy_schema`), then build the policy."""
     try:
+        check_shape(data)
         return _parse(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise PolicyError(f"{source}: {exc}") from exc

@@ -10,8 +10,10 @@ import importlib
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from approval.errors import WritegateError
+from approval.policy import PolicyError
 from checkpoints.database import DatabaseUnavailable, describe_database, resolve_database_url
 from checkpoints.migrate import MigrationError
 
@@ -89,8 +91,9 @@ def main() -> None:
     _load_commands()
     try:
         app()
-    except (DatabaseUnavailable, MigrationError, WritegateError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+    except (DatabaseUnavailable, MigrationError, PolicyError, WritegateError) as exc:
+        # escaped: a policy error names tables such as [points], which are not markup
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         raise SystemExit(2) from exc
 
 

@@ -37,6 +37,9 @@ def serve(
     except SettingsError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+    # Load the policy now, so a broken file stops here with one line (PolicyError,
+    # reported by the command's entry point), not later inside the server's startup.
+    settings.policy()
     # The same resolution as every other command (DATABASE_URL, local server, embedded).
     settings = replace(settings, database_url=database_url())
     console.print(f"writegate serving on http://{host}:{port}/ with the {describe_model()}")

@@ -88,6 +88,17 @@ def test_the_proposal_freezes_the_sorted_set_its_count_filter_and_digest(rt, own
     assert proposal.preview["confirmation"]["tier"] == "one_click"
 
 
+@pytest.mark.parametrize(
+    ("count", "tier"), [(3, "one_click"), (50, "retype"), (200, "second_approver")]
+)
+def test_the_size_of_a_batch_moves_its_tier(rt, owner, count, tier):
+    add_tickets(rt, owner, *["resolved"] * count)
+    block = propose_close(rt, owner).preview["confirmation"]
+    assert block["tier"] == tier
+    if count >= 50:
+        assert any(reason.startswith(f"{count} items at once") for reason in block["reasons"])
+
+
 @pytest.mark.parametrize("change", ["grows", "shrinks"])
 def test_a_set_that_changed_before_execution_is_refused_whole(rt, owner, change):
     ids = add_tickets(rt, owner, "resolved", "resolved", "open")

@@ -107,6 +107,27 @@ def test_demo_shows_receipt_and_refused_replays_and_can_run_again(cli_db: str) -
         assert _refunds(cli_db, "ord_1002") == 1
 
 
+@pytest.mark.parametrize("command", [["reconcile"], ["serve", "--port", "0"]])
+def test_a_misplaced_policy_key_stops_the_command_with_one_line(
+    cli_db: str, tmp_path: Path, command: list[str]
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        'version = "local-1"\n[points]\ndefault_trust = "normal"\n'
+        '[[tiers]]\nname = "one_click"\nmin_score = 0\n',
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if k not in NO_MODEL}
+    env.update(DATABASE_URL=cli_db, WRITEGATE_POLICY_FILE=str(policy), COLUMNS="400")
+    done = subprocess.run(
+        [*_writegate(), *command], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
+    assert str(policy) in lines[0] and "[points]" in lines[0] and "default_trust" in lines[0]
+
+
 def test_db_setup_twice_then_seed(invoke: Callable[..., Any], create_database: Any) -> None:
     url = create_database()
     for _ in range(2):

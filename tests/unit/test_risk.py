@@ -140,6 +140,65 @@ def test_policy_file_from_the_environment_and_broken_files_refuse_to_load(
         load_policy(tmp_path / "missing.toml")
 
 
+def test_the_shipped_policy_scores_batch_size():
+    policy = load_policy()
+    close = {"operation": "close_tickets", "irreversible": True, "external": False,
+             "trust": None}  # fmt: skip
+    tiers = {n: assess(policy.risk, {**close, "count": n}).tier.name for n in (3, 50, 200)}
+    assert tiers == {3: "one_click", 50: "retype", 200: "second_approver"}
+    assert "200 items at once (+5)" in assess(policy.risk, {**close, "count": 200}).reasons
+
+
+SMALL_POLICY = """
+version = "local-1"
+{top}
+[points]
+irreversible = 1
+{points}
+[operations.add]
+sensitivity = 1
+retype = {{ field = "amount", match = "number" }}
+
+[[tiers]]
+name = "one_click"
+min_score = 0
+
+[[tiers]]
+name = "retype"
+min_score = {retype_at}
+retype = true
+{tier}
+"""
+
+
+def write_policy(path: Path, *, retype_at: int = 4, top: str = "", points: str = "",
+                 tier: str = "", comment: str = "") -> Path:  # fmt: skip
+    text = SMALL_POLICY.format(retype_at=retype_at, top=top, points=points, tier=tier)
+    path.write_text(comment + text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("where", "text", "table", "key"),
+    [
+        ("points", 'default_trust = "normal"', "[points]", "default_trust"),
+        ("top", "tokn_ttl_seconds = 300", "top level", "tokn_ttl_seconds"),
+        ("tier", "second_aprover = true", "[[tiers]] #2", "second_aprover"),
+        ("top", "[amount_bands]\ncount_bands = [[10, 1]]", "[amount_bands]", "count_bands"),
+    ],
+    ids=["misplaced-in-points", "typo-at-top", "typo-in-a-tier", "count-bands-as-a-currency"],
+)
+def test_an_unknown_or_misplaced_key_refuses_to_load_naming_file_table_and_key(
+    tmp_path: Path, where: str, text: str, table: str, key: str
+):
+    path = write_policy(tmp_path / "policy.toml", **{where: text})
+    with pytest.raises(PolicyError) as caught:
+        load_policy(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert str(path) in message and table in message and key in message
+
+
 # -- re-typed key fields ---------------------------------------------------------------
 
 
