@@ -2,7 +2,8 @@
 
 The rules are configuration, not code: a TOML file (`policy_default.toml` beside this
 module, or the file named by `WRITEGATE_POLICY_FILE`) that carries its own `version`.
-Every proposal and token records the version it
+The policy's version is that string plus a digest of the file's content, so changing
+the rules always changes the version. Every proposal and token records the version it
 was made under, so an approval can be re-judged when the policy changes. `Policy()`
 without rules is the legacy one-click policy: every write is confirmed with one click,
 and any version change invalidates outstanding tokens, because nothing proves the new
@@ -11,18 +12,21 @@ policy would treat them the same.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from approval.canonical import canonical_json
 from approval.policy_schema import check_shape
 
 POLICY_FILE_ENV = "WRITEGATE_POLICY_FILE"
 DEFAULT_POLICY_FILE = Path(__file__).with_name("policy_default.toml")
 RETYPE_MATCHES = ("number", "last4", "exact")
+CONTENT_DIGEST_CHARS = 12  # of the content's SHA-256, appended to the declared version
 
 
 class PolicyError(ValueError):
@@ -102,12 +106,19 @@ def load_policy(path: str | Path | None = None) -> Policy:
 
 
 def parse_policy(data: dict[str, Any], *, source: str = "policy") -> Policy:
-    """Check the shape strictly (see `policy_schema`), then build the policy."""
+    """Check the shape strictly (see `policy_schema`), then build the policy.
+
+    Its version is the file's `version` plus a digest of the whole content, so an edit
+    that forgot to change `version` still makes another policy, and approvals given
+    under the old rules are re-judged; comments and key order do not count.
+    """
     try:
         check_shape(data)
-        return _parse(data)
+        policy = _parse(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise PolicyError(f"{source}: {exc}") from exc
+    content = hashlib.sha256(canonical_json(data)).hexdigest()[:CONTENT_DIGEST_CHARS]
+    return replace(policy, version=f"{policy.version}+{content}")
 
 
 def _seconds(value: Any) -> timedelta:

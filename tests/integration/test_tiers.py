@@ -39,6 +39,7 @@ from tests.integration.tier_helpers import (
     TENANT,
     PinnedClock,
     confirm,
+    default_policy_data,
     executor_under,
     new_order,
     open_runtime,
@@ -170,6 +171,20 @@ def test_policy_change_that_changes_the_tier_refuses_the_old_token(rt):
         executor_under(rt, stricter).execute(REQUESTER, token)
     assert caught.value.details["token_policy"] == proposal.policy_version
     assert refunds_of(rt, order) == 0 and tokens_of(rt, proposal.proposal_id) == 1
+
+
+def test_a_stricter_file_under_the_same_version_string_still_re_judges_the_old_token(rt):
+    order = new_order(rt, 19900)
+    proposal = propose_refund(rt, order, 19900)
+    token = token_of(rt, proposal)
+    unchanged_label = default_policy_data()["version"]  # someone forgot to bump it
+    stricter = policy_with(unchanged_label, retype=3)
+    with pytest.raises(errors.PolicyChanged):
+        executor_under(rt, stricter).execute(REQUESTER, token)
+    assert refunds_of(rt, order) == 0
+    same_rules = policy_with(unchanged_label)
+    assert executor_under(rt, same_rules).execute(REQUESTER, token).status == "succeeded"
+    assert refunds_of(rt, order) == 1
 
 
 # -- revocation ------------------------------------------------------------------------

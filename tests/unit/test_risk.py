@@ -132,7 +132,7 @@ def test_policy_file_from_the_environment_and_broken_files_refuse_to_load(
         'version = "local-7"\n[[tiers]]\nname = "one_click"\nmin_score = 0\n', encoding="utf-8"
     )
     monkeypatch.setenv(POLICY_FILE_ENV, str(good))
-    assert load_policy().version == "local-7"
+    assert load_policy().version.startswith("local-7+")  # the declared version, then a digest
     (tmp_path / "bad.toml").write_text('version = "x"\ntiers = []\n', encoding="utf-8")
     with pytest.raises(PolicyError):
         load_policy(tmp_path / "bad.toml")
@@ -197,6 +197,29 @@ def test_an_unknown_or_misplaced_key_refuses_to_load_naming_file_table_and_key(
     message = str(caught.value)
     assert "\n" not in message
     assert str(path) in message and table in message and key in message
+
+
+def test_a_changed_file_under_an_unchanged_version_is_another_policy(tmp_path: Path, world):
+    _, db, service, _ = world
+    old_file = write_policy(tmp_path / "old.toml")
+    old = load_policy(old_file)
+    base = ApprovalService(service.store, service.tools, old)
+    c = confirm(base, propose(base))  # score 3: one click under the old rules
+    assert c.proposal.preview["confirmation"]["tier"] == "one_click"
+    # The same `version` string, stricter rules: a re-type from score 3.
+    stricter_file = write_policy(tmp_path / "new.toml", retype_at=3)
+    tighter = ApprovalService(service.store, service.tools, load_policy(stricter_file))
+    with pytest.raises(errors.PolicyChanged):  # re-judged, though `version` is the same
+        Executor(tighter).execute(ALICE, c.token)
+    assert db.values["c1"] == 0
+    assert tighter.policy.version != old.version
+    assert tighter.policy.version.startswith("local-1+")
+    # Only a comment changed: the same policy, the approval executes.
+    reworded = load_policy(write_policy(tmp_path / "same.toml", comment="# reworded\n"))
+    assert reworded.version == old.version
+    same = ApprovalService(service.store, service.tools, reworded)
+    assert Executor(same).execute(ALICE, c.token).status == "succeeded"
+    assert db.values["c1"] == 5
 
 
 # -- re-typed key fields ---------------------------------------------------------------
