@@ -37,7 +37,7 @@ def dumps(value: Any) -> str:
 _UNSETTLED_ADVICE = (
     "This confirmed write is not finished yet; it is being completed or checked with its "
     "own request key. Do not propose it again: a new proposal is refused until it settles. "
-    "Tell the user it is being checked; you will get a note with the final result."
+    "Tell the user it is being checked, and do not say it happened or failed."
 )
 
 
