@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from approval.errors import InvalidDecision
-from approval.hitl import from_hitl, is_hitl
+from writegate.approval.errors import InvalidDecision
+from writegate.approval.hitl import from_hitl, is_hitl
 
 
 class _Decision(BaseModel):

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from approval.errors import InvalidDecision
+from writegate.approval.errors import InvalidDecision
 
 SUPPORTED_TYPES = ("approve", "edit", "reject")
 # No sign but a minus, no spaces, no leading zeros: the one way to write each integer.

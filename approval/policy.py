@@ -20,8 +20,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from approval.canonical import canonical_json
-from approval.policy_schema import check_shape
+from writegate.approval.canonical import canonical_json
+from writegate.approval.policy_schema import check_shape
 
 POLICY_FILE_ENV = "WRITEGATE_POLICY_FILE"
 DEFAULT_POLICY_FILE = Path(__file__).with_name("policy_default.toml")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checkpoints.pool import Pool
+from writegate.checkpoints.pool import Pool
 
 # The first record of a question wins; a re-raised interrupt records nothing new.
 INSERT_PRESENTED_SQL = """

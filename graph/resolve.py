@@ -19,7 +19,7 @@ from langgraph.graph import END
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 
-from graph.messages import INTERRUPT_KIND
+from writegate.graph.messages import INTERRUPT_KIND
 
 # The answer each pending question gets; the branch marks its ToolMessage with RESOLVED.
 RESOLVE = {"type": "writegate.resolve"}

@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import ToolCall, ToolMessage
 
-from approval.errors import UNSETTLED_CODES
+from writegate.approval.errors import UNSETTLED_CODES
 
 Plan = list[tuple[str, dict[str, Any]]] | str
 

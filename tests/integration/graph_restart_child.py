@@ -16,7 +16,6 @@ import sys
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from graph.runtime import Runtime
 from tests.integration.graph_helpers import (
     config,
     interrupts,
@@ -25,6 +24,7 @@ from tests.integration.graph_helpers import (
     tool_content,
     tool_messages,
 )
+from writegate.graph.runtime import Runtime
 
 
 def main(mode: str, thread_id: str, arg: str) -> None:

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from approval import errors
-from approval.canonical import digest
-from approval.models import Identity
-from graph.runtime import Runtime
 from tests.integration.tier_helpers import TENANT, open_runtime, token_of, tokens_of
+from writegate.approval import errors
+from writegate.approval.canonical import digest
+from writegate.approval.models import Identity
+from writegate.graph.runtime import Runtime
 
 INSERT_TICKET_SQL = """
 INSERT INTO tickets (ticket_id, tenant_id, user_id, title, description, status)

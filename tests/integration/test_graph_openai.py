@@ -17,8 +17,6 @@ from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from graph.build import build_graph
-from graph.runtime import Runtime
 from tests.fakes import openai_server
 from tests.integration.graph_helpers import (
     config,
@@ -29,6 +27,8 @@ from tests.integration.graph_helpers import (
     refunds_at_provider,
     statuses,
 )
+from writegate.graph.build import build_graph
+from writegate.graph.runtime import Runtime
 
 FINAL_TEXT = "The refund of ¥199.00 went through; the receipt is on file."
 

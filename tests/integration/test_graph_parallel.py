@@ -13,7 +13,6 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from graph.runtime import Runtime
 from tests.integration.graph_helpers import (
     config,
     confirm,
@@ -32,6 +31,7 @@ from tests.integration.graph_helpers import (
     tool_content,
     tool_messages,
 )
+from writegate.graph.runtime import Runtime
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 from langgraph.types import Command
 
-from graph.runtime import Runtime
 from tests.integration.graph_helpers import (
     config,
     confirm,
@@ -34,6 +33,7 @@ from tests.integration.graph_helpers import (
     tool_content,
     tool_messages,
 )
+from writegate.graph.runtime import Runtime
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,6 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
-from approval.errors import NotFound
-from graph.runtime import Runtime
 from tests.integration.graph_helpers import (
     config,
     confirm,
@@ -36,6 +34,8 @@ from tests.integration.graph_helpers import (
     tool_content,
     tool_messages,
 )
+from writegate.approval.errors import NotFound
+from writegate.graph.runtime import Runtime
 
 AWAITING = ["awaiting_confirmation"]
 

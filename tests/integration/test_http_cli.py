@@ -11,11 +11,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from approval.canonical import hash_secret
-from graph import cli_serve
-from graph.http import Settings
-from graph.http.services import TTL_ENV, SettingsError
 from tests.integration.http_fixtures import seeded_database
+from writegate.approval.canonical import hash_secret
+from writegate.surfaces.cli import serve as cli_serve
+from writegate.surfaces.web import Settings
+from writegate.surfaces.web.services import TTL_ENV, SettingsError
 
 
 def test_keys_create_prints_the_key_once_and_stores_its_hash(

@@ -13,9 +13,6 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from graph.http import Settings, create_app
-from graph.http.services import TTL_ENV
-from graph.runtime import Runtime
 from tests.integration.http_fixtures import (
     ROOT,
     ThreadServer,
@@ -24,6 +21,9 @@ from tests.integration.http_fixtures import (
     provider_refunds,
     seeded_database,
 )
+from writegate.graph.runtime import Runtime
+from writegate.surfaces.web import Settings, create_app
+from writegate.surfaces.web.services import TTL_ENV
 
 pytestmark = pytest.mark.slow
 

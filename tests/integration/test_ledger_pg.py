@@ -9,13 +9,6 @@ from datetime import timedelta
 
 import pytest
 
-from approval import errors
-from approval.decisions import Edit
-from approval.execution import Executor
-from approval.models import Identity
-from approval.service import ApprovalService, Policy
-from checkpoints.migrate import setup_database
-from graph.runtime import Runtime
 from tests.integration.ledger_helpers import (
     ALICE,
     confirm,
@@ -25,6 +18,13 @@ from tests.integration.ledger_helpers import (
     propose_refund,
     refund_args,
 )
+from writegate.approval import errors
+from writegate.approval.decisions import Edit
+from writegate.approval.execution import Executor
+from writegate.approval.models import Identity
+from writegate.approval.service import ApprovalService, Policy
+from writegate.checkpoints.migrate import setup_database
+from writegate.graph.runtime import Runtime
 
 WORKERS = 16
 ROUNDS = 15

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from approval.decisions import Confirm, Edit, parse_decision
-from approval.errors import InvalidDecision
+from writegate.approval.decisions import Confirm, Edit, parse_decision
+from writegate.approval.errors import InvalidDecision
 
 SCHEMA: dict[str, Any] = {
     "properties": {

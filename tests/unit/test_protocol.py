@@ -6,13 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from approval import errors
-from approval.decisions import Cancel, Confirm, Decline, Edit, parse_decision
-from approval.execution import Executor, RetryPolicy
-from approval.models import ExecutionStatus, Identity, ProposalStatus
-from approval.service import ApprovalService, Confirmation, Ended, Policy
-from checkpoints.memory import MemoryLedgerStore
 from tests.unit.fake_tool import AddTool, Counters, Tools
+from writegate.approval import errors
+from writegate.approval.decisions import Cancel, Confirm, Decline, Edit, parse_decision
+from writegate.approval.execution import Executor, RetryPolicy
+from writegate.approval.models import ExecutionStatus, Identity, ProposalStatus
+from writegate.approval.service import ApprovalService, Confirmation, Ended, Policy
+from writegate.checkpoints.memory import MemoryLedgerStore
 
 ALICE = Identity("alice", "t1")
 T0 = datetime(2026, 9, 1, 6, 20, tzinfo=UTC)

@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from approval import errors
-from approval.decisions import Confirm
-from approval.execution import Executor, RetryPolicy, outcome_status
-from approval.models import ExecutionStatus, Identity
-from approval.retention import RetentionPolicy
-from approval.service import ApprovalService, Confirmation
-from approval.spec import DownstreamResult
-from checkpoints.memory import MemoryLedgerStore
 from tests.unit.fake_tool import AddTool, Counters, Tools
-from tools.faults import FaultScript, parse_rule
+from writegate.approval import errors
+from writegate.approval.decisions import Confirm
+from writegate.approval.execution import Executor, RetryPolicy, outcome_status
+from writegate.approval.models import ExecutionStatus, Identity
+from writegate.approval.retention import RetentionPolicy
+from writegate.approval.service import ApprovalService, Confirmation
+from writegate.approval.spec import DownstreamResult
+from writegate.checkpoints.memory import MemoryLedgerStore
+from writegate.tools.faults import FaultScript, parse_rule
 
 ALICE = Identity("alice", "t1")
 TRANSIENT = [errors.UpstreamTimeout, errors.TemporarilyUnavailable, errors.RateLimited]
@@ -199,7 +199,7 @@ def test_retention_days_come_from_the_environment():
     ],
 )
 def test_an_unsettled_write_tells_the_model_not_to_propose_it_again(error):
-    from graph.messages import error_content
+    from writegate.graph.messages import error_content
 
     of_a_write = error_content(error(execution_id="exec_1", request_key="k1"))
     assert "Do not propose it again" in of_a_write["advice"]
