@@ -1,5 +1,22 @@
-"""`python -m writegate`: the same as the `writegate` command."""
+"""The `writegate` command (also `python -m writegate`): the surfaces' commands plus
+`writegate bench`, which sits above them."""
 
-from writegate.surfaces.cli.app import main
+from __future__ import annotations
 
-main()
+import typer
+
+from writegate.bench.cli import register as register_bench
+from writegate.surfaces.cli.app import build_app, run
+
+
+def command() -> typer.Typer:
+    """The whole `writegate` app."""
+    return build_app(extra=[register_bench])
+
+
+def main() -> None:
+    run(command())
+
+
+if __name__ == "__main__":
+    main()

@@ -22,7 +22,7 @@ from writegate.approval.errors import WritegateError
 from writegate.approval.models import Identity, Proposal
 from writegate.graph.messages import approval_request
 from writegate.graph.runtime import Runtime
-from writegate.surfaces.cli.app import console, database_url
+from writegate.surfaces.cli.common import console, database_url
 from writegate.surfaces.cli.render import error_panel, preview_table
 
 User = Annotated[str, typer.Option("--user", help="Who you are (user id).")]

@@ -21,7 +21,7 @@ from rich.markup import escape
 from writegate.graph.build import build_graph
 from writegate.graph.model import describe_model
 from writegate.graph.runtime import Runtime
-from writegate.surfaces.cli.app import console, database_url, err_console
+from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import (
     error_panel,
     preview_table,

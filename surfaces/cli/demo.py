@@ -27,7 +27,7 @@ from writegate.graph.build import build_graph
 from writegate.graph.messages import approval_request
 from writegate.graph.model import describe_model
 from writegate.graph.runtime import Runtime
-from writegate.surfaces.cli.app import console, database_url, err_console
+from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import (
     audit_table,
     error_panel,

@@ -26,7 +26,7 @@ def _serve(transport: str, host: str, port: int, user: str | None, tenant: str |
     import uvicorn
 
     from writegate.graph.runtime import Runtime
-    from writegate.surfaces.cli.app import database_url
+    from writegate.surfaces.cli.common import database_url
     from writegate.surfaces.mcp_server.identity import KeyRing, configured_identity
     from writegate.surfaces.mcp_server.server import WritegateMCP
 
@@ -58,7 +58,7 @@ def _confirm(proposal_id: str, user: str, tenant: str) -> None:
 
     from writegate.approval.models import Identity, ProposalStatus
     from writegate.graph.runtime import Runtime
-    from writegate.surfaces.cli.app import database_url
+    from writegate.surfaces.cli.common import database_url
     from writegate.surfaces.mcp_server.confirm import confirm_message, retype_ask
 
     err = Console(stderr=True)

@@ -22,7 +22,7 @@ import typer
 from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled
 from writegate.approval.retention import RetentionPolicy
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, list_escalations, purge
-from writegate.surfaces.cli.app import console, database_url, err_console
+from writegate.surfaces.cli.common import console, database_url, err_console
 
 PROVIDER_URL_ENV = "WRITEGATE_PROVIDER_URL"
 provider_app = typer.Typer(help="The payment provider simulator.", no_args_is_help=True)

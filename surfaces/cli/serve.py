@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from writegate.surfaces.cli.app import console, database_url, err_console
+from writegate.surfaces.cli.common import console, database_url, err_console
 
 keys_app = typer.Typer(help="Manage API keys for the HTTP service.", no_args_is_help=True)
 

@@ -17,7 +17,7 @@ from rich.text import Text
 from writegate.checkpoints.database import describe_database
 from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.pool import open_pool
-from writegate.surfaces.cli.app import console, database_url, err_console
+from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import reported_errors
 
 # Top-level checkpoints only (checkpoint_ns = ''): subgraph checkpoints are not threads.

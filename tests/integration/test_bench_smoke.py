@@ -15,8 +15,7 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from writegate.surfaces.cli.app import app
-from writegate.surfaces.cli.bench import register
+from writegate.__main__ import command
 
 # Every figure the README quotes, as paths into the JSON.
 FIGURES = [
@@ -51,9 +50,7 @@ def test_quick_bench_writes_every_figure_and_drops_its_databases(
     test_server_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DATABASE_URL", test_server_url)
-    if not any(c.name == "bench" for c in app.registered_commands):
-        register(app)
-    result = CliRunner().invoke(app, ["bench", "--quick", "--out", str(tmp_path)])
+    result = CliRunner().invoke(command(), ["bench", "--quick", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
 
     results = json.loads((tmp_path / "bench-results.json").read_text(encoding="utf-8"))

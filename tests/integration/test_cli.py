@@ -20,8 +20,9 @@ import pytest
 from psycopg.rows import dict_row
 from typer.testing import CliRunner
 
+from writegate.__main__ import command
 from writegate.checkpoints.migrate import setup_database
-from writegate.surfaces.cli import app as cli
+from writegate.surfaces.cli.common import console
 from writegate.tools.seed import reset_demo, seed_demo
 
 NO_MODEL = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "WRITEGATE_MODEL": None}
@@ -46,13 +47,12 @@ def seeded(cli_db: str) -> str:
 
 @pytest.fixture
 def invoke(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
-    if not any(command.name == "demo" for command in cli.app.registered_commands):
-        cli._load_commands()
-    monkeypatch.setattr(cli.console, "width", 200)  # ids stay on one line in tables
+    app = command()
+    monkeypatch.setattr(console, "width", 200)  # ids stay on one line in tables
     runner = CliRunner()
 
     def _invoke(url: str, args: list[str], stdin: str | None = None) -> Any:
-        result = runner.invoke(cli.app, args, input=stdin, env={"DATABASE_URL": url, **NO_MODEL})
+        result = runner.invoke(app, args, input=stdin, env={"DATABASE_URL": url, **NO_MODEL})
         assert result.exception is None or isinstance(result.exception, SystemExit), result.output
         return result
 

@@ -27,10 +27,11 @@ from typer.testing import CliRunner
 from tests.integration.fault_scripts.harness import ROOT, make_order, new_id, wait_until
 from writegate.approval import errors
 from writegate.approval.decisions import Confirm, Decline, Edit
+from writegate.approval.errors import RecordExpired
 from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled, receipt_for
-from writegate.approval.retention import RecordExpired, RetentionPolicy
+from writegate.approval.retention import RetentionPolicy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.migrate import setup_database
@@ -339,7 +340,7 @@ def test_reconcile_processes_share_one_backlog_without_overlap(ops: Ops, db: str
     cmd = [
         sys.executable,
         "-m",
-        "writegate.surfaces.cli.app",
+        "writegate",
         "reconcile",
         "--workers",
         "3",

@@ -45,11 +45,12 @@ from tests.integration.tier_helpers import (
     token_of,
     tokens_of,
 )
+from writegate.__main__ import command
 from writegate.approval import errors
 from writegate.approval.models import Identity, ProposalStatus
 from writegate.approval.service import Confirmation
 from writegate.graph.runtime import Runtime
-from writegate.surfaces.cli import app as cli
+from writegate.surfaces.cli.common import console
 
 SELF_APPROVE_SQL = "UPDATE wg_proposals SET second_approver = subject WHERE proposal_id = %s"
 
@@ -275,15 +276,13 @@ def test_revocation_racing_execution_has_one_winner(rt):
 
 
 def run_cli(rt: Runtime, *args: str, stdin: str | None = None) -> Any:
-    if not any(command.name == "approve" for command in cli.app.registered_commands):
-        cli._load_commands()
-    result = CliRunner().invoke(cli.app, list(args), input=stdin, env={"DATABASE_URL": rt.url})
+    result = CliRunner().invoke(command(), list(args), input=stdin, env={"DATABASE_URL": rt.url})
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     return result
 
 
 def test_console_shows_the_same_preview_then_approves_and_revokes(rt, monkeypatch):
-    monkeypatch.setattr(cli.console, "width", 200)  # ids stay on one line in tables
+    monkeypatch.setattr(console, "width", 200)  # ids stay on one line in tables
     order = new_order(rt, 600000)
     proposal = propose_refund(rt, order, 600000)
     confirm(rt, proposal, "¥6,000.00")

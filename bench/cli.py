@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from writegate.surfaces.cli.app import console, database_url
+from writegate.surfaces.cli.common import console, database_url
 
 DEFAULT_OUT = Path(".writegate") / "bench"
 

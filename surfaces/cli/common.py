@@ -1,0 +1,20 @@
+"""What every command module shares: the consoles and database resolution."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from writegate.checkpoints.database import DatabaseUnavailable, resolve_database_url
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def database_url() -> str:
+    """Resolve the database or exit with the message that says what to set."""
+    try:
+        return resolve_database_url()
+    except DatabaseUnavailable as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
