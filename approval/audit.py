@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from writegate.approval.canonical import digest
+from writegate.approval.errors import WritegateError
 from writegate.approval.models import AuditRecord, Identity, Proposal
 
 
@@ -60,14 +61,15 @@ def call_audit(
 
 
 def decision_audit(
-    identity: Identity, proposal: Proposal, status: str, started: float
+    identity: Identity, proposal: Proposal, status: str, started: float, *, event: str = "decide"
 ) -> AuditRecord:
+    """A person's decision on a proposal: the requester's, or an approver's (`event`)."""
     return replace(
         call_audit(
             identity,
             proposal.thread_id,
             proposal.operation,
-            "decide",
+            event,
             proposal.args,
             status,
             started,
@@ -75,5 +77,26 @@ def decision_audit(
             requested_digest=proposal.args_digest,
             approved_digest=proposal.args_digest if status == "confirmed" else None,
         ),
+        approver=identity.user_id,
+    )
+
+
+def refusal_audit(
+    identity: Identity, event: str, proposal_id: str, exc: WritegateError, started: float
+) -> AuditRecord:
+    """A refused approval step (second approval, revocation): who tried what, and why not."""
+    return AuditRecord(
+        tenant_id=identity.tenant_id,
+        user_id=identity.user_id,
+        thread_id=None,
+        tool_name="approval",
+        event=event,
+        arguments={"proposal_id": proposal_id},
+        arguments_hash=None,
+        status="rejected",
+        result=exc.to_dict(),
+        error_code=exc.code,
+        duration_ms=elapsed_ms(started),
+        proposal_id=proposal_id,
         approver=identity.user_id,
     )

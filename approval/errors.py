@@ -234,6 +234,39 @@ RETRYABLE_CODES = frozenset({"upstream_timeout", "temporarily_unavailable", "rat
 # the reconciler finish it with the same request key. Proposing it again could pay twice.
 UNSETTLED_CODES = RETRYABLE_CODES | {"outcome_unknown", "in_progress"}
 
+
+# -- records, surfaces and sessions ---------------------------------------------------
+
+
+class RecordExpired(WritegateError):
+    code = "record_expired"
+    default_message = (
+        "this operation's record expired under the retention policy; it will not run again"
+    )
+
+
+class Unauthorized(WritegateError):
+    code = "unauthorized"
+    default_message = "send a valid API key as 'Authorization: Bearer <key>'"
+
+
+class ApprovalPending(WritegateError):
+    code = "approval_pending"
+    default_message = "this thread waits for a decision on a pending approval; decide it first"
+
+
+class NotResumable(WritegateError):
+    code = "not_resumable"
+    default_message = "this proposal waits in no thread this service can resume"
+
+
+class SessionMismatch(WritegateError):
+    code = "session_mismatch"
+    default_message = (
+        "this proposal was confirmed for another MCP session; request a confirmation here"
+    )
+
+
 _BY_CODE: dict[str, type[WritegateError]] = {
     cls.code: cls for cls in WritegateError.__subclasses__()
 }

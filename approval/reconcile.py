@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from writegate.approval.errors import NotFound, WritegateError
 from writegate.approval.execution import Executor, RetryPolicy, default_owner, outcome_status
@@ -32,7 +32,7 @@ from writegate.approval.models import AuditRecord, Execution, ExecutionStatus, I
 from writegate.approval.outcomes import execution_outcome
 from writegate.approval.service import ApprovalService
 from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec
-from writegate.approval.store import LedgerStore, LedgerTx
+from writegate.approval.store import BacklogItem, BacklogStore, LedgerStore
 
 ACTOR = "system:reconciler"
 
@@ -52,64 +52,12 @@ class ReconcilePolicy:
 
 
 @dataclass(frozen=True)
-class BacklogItem:
-    """A claimed execution: ours (status running, our lease) until settled or deferred."""
-
-    execution: Execution
-    previous_status: str
-    checks: int  # including this claim
-    age_seconds: float  # since the execution started, on the database clock
-
-
-@dataclass(frozen=True)
 class Settled:
     execution_id: str
     request_key: str
     previous_status: str
     status: str
     action: str  # found | retried | deferred | escalated | lost_lease
-
-
-class BacklogStore(Protocol):
-    def claim_due(
-        self,
-        owner: str,
-        *,
-        lease_seconds: float,
-        limit: int,
-        audit: Callable[[BacklogItem], AuditRecord],
-    ) -> list[BacklogItem]:
-        """Claim up to `limit` due candidates no other worker holds, auditing each claim."""
-        ...
-
-    def settle(
-        self,
-        tx: LedgerTx,
-        execution_id: str,
-        owner: str,
-        status: ExecutionStatus,
-        *,
-        provider_ref: str | None = None,
-        result: dict[str, Any] | None = None,
-        error_code: str | None = None,
-    ) -> Execution | None:
-        """Final (or deferred) state, guarded by our lease; None if we lost it."""
-        ...
-
-    def defer(
-        self,
-        tx: LedgerTx,
-        execution_id: str,
-        owner: str,
-        status: ExecutionStatus,
-        *,
-        delay_seconds: float,
-        error_code: str | None,
-    ) -> Execution | None: ...
-
-    def escalate(
-        self, tx: LedgerTx, execution_id: str, owner: str, reason: dict[str, Any]
-    ) -> Execution | None: ...
 
 
 def receipt_for(

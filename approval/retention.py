@@ -14,18 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from writegate.approval.errors import WritegateError
+from writegate.approval.errors import RecordExpired
 from writegate.approval.store import LedgerTx
 
 RETENTION_ENV = "WRITEGATE_RETENTION_DAYS"
 DEFAULT_RETENTION_DAYS = 90
-
-
-class RecordExpired(WritegateError):
-    code = "record_expired"
-    default_message = (
-        "this operation's record expired under the retention policy; it will not run again"
-    )
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import Protocol
 
-from writegate.approval.audit import elapsed_ms
+from writegate.approval.audit import decision_audit, refusal_audit
 from writegate.approval.errors import (
     Forbidden,
     NotFound,
@@ -26,10 +27,22 @@ from writegate.approval.errors import (
     WritegateError,
 )
 from writegate.approval.models import AuditRecord, Identity, Proposal, ProposalStatus
-from writegate.approval.store import LedgerTx
+from writegate.approval.store import LedgerStore, LedgerTx
 
-if TYPE_CHECKING:
-    from writegate.approval.service import ApprovalService
+
+class ReviewHost(Protocol):
+    """What review needs from the approval service, which hands itself in.
+
+    A protocol instead of an import keeps review below the service: the service calls
+    review, and review never reaches back for the service's module.
+    """
+
+    store: LedgerStore
+
+    def require_current_requirements(self, proposal: Proposal) -> None: ...
+
+    def issue_token(self, tx: LedgerTx, proposal: Proposal, secret: str) -> datetime: ...
+
 
 APPROVER_ROLE = "approver"
 REVOKER_ROLES = frozenset({"approver", "admin"})
@@ -49,7 +62,7 @@ def _in_tenant(tx: LedgerTx, identity: Identity, proposal_id: str, *, lock: bool
     return proposal
 
 
-def for_review(service: ApprovalService, identity: Identity, proposal_id: str) -> Proposal:
+def for_review(service: ReviewHost, identity: Identity, proposal_id: str) -> Proposal:
     """The proposal, preview included, exactly as the requester saw it, for an approver."""
     _require_approver(identity)
     with service.store.transaction() as tx:
@@ -59,7 +72,7 @@ def for_review(service: ApprovalService, identity: Identity, proposal_id: str) -
     return proposal
 
 
-def awaiting_second(service: ApprovalService, identity: Identity) -> list[Proposal]:
+def awaiting_second(service: ReviewHost, identity: Identity) -> list[Proposal]:
     """What this approver may approve: the tenant's waiting proposals, not their own."""
     _require_approver(identity)
     with service.store.transaction() as tx:
@@ -68,7 +81,7 @@ def awaiting_second(service: ApprovalService, identity: Identity) -> list[Propos
 
 
 def approve_as_second(
-    service: ApprovalService, identity: Identity, proposal_id: str, *, approve: bool = True
+    service: ReviewHost, identity: Identity, proposal_id: str, *, approve: bool = True
 ) -> Proposal:
     """Approve (or decline) a proposal its requester confirmed; returns its new state."""
     started = time.perf_counter()
@@ -130,7 +143,7 @@ def approve_as_second(
         raise
 
 
-def revoke(service: ApprovalService, identity: Identity, proposal_id: str) -> Proposal:
+def revoke(service: ReviewHost, identity: Identity, proposal_id: str) -> Proposal:
     """Stop an approval that has not executed; `revoke_too_late` once execution started."""
     started = time.perf_counter()
     try:
@@ -170,47 +183,16 @@ def revoke(service: ApprovalService, identity: Identity, proposal_id: str) -> Pr
 def _audit(
     identity: Identity, proposal: Proposal, event: str, status: str, started: float
 ) -> AuditRecord:
-    return AuditRecord(
-        tenant_id=proposal.tenant_id,
-        user_id=identity.user_id,
-        thread_id=proposal.thread_id,
-        tool_name=proposal.operation,
-        event=event,
-        arguments=proposal.args,
-        arguments_hash=proposal.args_digest,
-        status=status,
-        duration_ms=elapsed_ms(started),
-        request_key=proposal.request_key,
-        proposal_id=proposal.proposal_id,
-        approver=identity.user_id,
-        requested_digest=proposal.args_digest,
-        approved_digest=proposal.args_digest if status == "confirmed" else None,
-    )
+    return decision_audit(identity, proposal, status, started, event=event)
 
 
 def _audit_refusal(
-    service: ApprovalService,
+    host: ReviewHost,
     identity: Identity,
     event: str,
     proposal_id: str,
     exc: WritegateError,
     started: float,
 ) -> None:
-    with service.store.transaction() as tx:
-        tx.insert_audit(
-            AuditRecord(
-                tenant_id=identity.tenant_id,
-                user_id=identity.user_id,
-                thread_id=None,
-                tool_name="approval",
-                event=event,
-                arguments={"proposal_id": proposal_id},
-                arguments_hash=None,
-                status="rejected",
-                result=exc.to_dict(),
-                error_code=exc.code,
-                duration_ms=elapsed_ms(started),
-                proposal_id=proposal_id,
-                approver=identity.user_id,
-            )
-        )
+    with host.store.transaction() as tx:
+        tx.insert_audit(refusal_audit(identity, event, proposal_id, exc, started))

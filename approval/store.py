@@ -8,8 +8,9 @@ PostgreSQL; an in-memory version serves the fast unit tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -111,3 +112,58 @@ class PresentedQuestions(Protocol):
     def was_presented(
         self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str
     ) -> bool: ...
+
+
+# -- the reconcile backlog (approval/reconcile.py) ------------------------------------
+
+
+@dataclass(frozen=True)
+class BacklogItem:
+    """A claimed execution: ours (status running, our lease) until settled or deferred."""
+
+    execution: Execution
+    previous_status: str
+    checks: int  # including this claim
+    age_seconds: float  # since the execution started, on the database clock
+
+
+class BacklogStore(Protocol):
+    def claim_due(
+        self,
+        owner: str,
+        *,
+        lease_seconds: float,
+        limit: int,
+        audit: Callable[[BacklogItem], AuditRecord],
+    ) -> list[BacklogItem]:
+        """Claim up to `limit` due candidates no other worker holds, auditing each claim."""
+        ...
+
+    def settle(
+        self,
+        tx: LedgerTx,
+        execution_id: str,
+        owner: str,
+        status: ExecutionStatus,
+        *,
+        provider_ref: str | None = None,
+        result: dict[str, Any] | None = None,
+        error_code: str | None = None,
+    ) -> Execution | None:
+        """Final (or deferred) state, guarded by our lease; None if we lost it."""
+        ...
+
+    def defer(
+        self,
+        tx: LedgerTx,
+        execution_id: str,
+        owner: str,
+        status: ExecutionStatus,
+        *,
+        delay_seconds: float,
+        error_code: str | None,
+    ) -> Execution | None: ...
+
+    def escalate(
+        self, tx: LedgerTx, execution_id: str, owner: str, reason: dict[str, Any]
+    ) -> Execution | None: ...

@@ -1,6 +1,6 @@
 """Operations on PostgreSQL: the reconcile backlog, tombstones, retention purge, statistics.
 
-`PgBacklog` implements `approval.reconcile.BacklogStore`; `PgTombstones` implements
+`PgBacklog` implements `approval.store.BacklogStore`; `PgTombstones` implements
 `approval.retention.TombstoneLookup`. The purge runs in batches, each one transaction,
 and takes its rows with SKIP LOCKED so it never blocks (or is blocked by) live work.
 """
@@ -16,9 +16,8 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
 from writegate.approval.models import AuditRecord, Execution, ExecutionStatus
-from writegate.approval.reconcile import BacklogItem
 from writegate.approval.retention import RetentionPolicy, Tombstone
-from writegate.approval.store import LedgerTx
+from writegate.approval.store import BacklogItem, LedgerTx
 from writegate.checkpoints import ops_sql as sql
 from writegate.checkpoints.ledger import PgLedgerTx
 from writegate.checkpoints.pool import Pool

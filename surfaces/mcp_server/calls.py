@@ -19,6 +19,7 @@ from writegate.approval.canonical import digest, to_rfc3339
 from writegate.approval.errors import (
     AlreadyConsumed,
     ProposalExpired,
+    SessionMismatch,
     ValidationFailed,
     WritegateError,
 )
@@ -31,13 +32,6 @@ from writegate.surfaces.mcp_server.tools import CLIENT_REQUEST_ID, execute_name
 
 # A confirmation tier with a second approver parks a confirmed proposal here (no token yet).
 SECOND_APPROVAL = "awaiting_second_approval"
-
-
-class SessionMismatch(WritegateError):
-    code = "session_mismatch"
-    default_message = (
-        "this proposal was confirmed for another MCP session; request a confirmation here"
-    )
 
 
 class ExecuteArgs(BaseModel):

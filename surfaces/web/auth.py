@@ -12,9 +12,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from writegate.approval.errors import Unauthorized
 from writegate.approval.models import Identity
 from writegate.checkpoints.keys import resolve_key
-from writegate.surfaces.web.errors import Unauthorized
 from writegate.surfaces.web.services import services
 
 bearer = HTTPBearer(

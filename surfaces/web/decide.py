@@ -19,6 +19,7 @@ from writegate.approval.errors import (
     AlreadyConsumed,
     IdempotencyConflict,
     InProgress,
+    NotResumable,
     ProposalExpired,
     ProposalNotPending,
     ProposalSuperseded,
@@ -31,7 +32,7 @@ from writegate.approval.outcomes import execution_outcome, proposal_error
 from writegate.approval.service import OPEN_FOR_DECISION
 from writegate.checkpoints.http_store import HttpStore
 from writegate.graph.runtime import Runtime
-from writegate.surfaces.web.errors import NotResumable, Refused, error_body, status_for
+from writegate.surfaces.web.errors import Refused, error_body, status_for
 from writegate.surfaces.web.inputs import EditIn
 from writegate.surfaces.web.runner import Runner
 from writegate.surfaces.web.schemas import ApprovalView, DecisionResult, MessageView

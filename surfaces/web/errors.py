@@ -26,21 +26,6 @@ log = logging.getLogger("writegate.http")
 REQUEST_ID_KEY = "writegate.request_id"
 
 
-class Unauthorized(WritegateError):
-    code = "unauthorized"
-    default_message = "send a valid API key as 'Authorization: Bearer <key>'"
-
-
-class ApprovalPending(WritegateError):
-    code = "approval_pending"
-    default_message = "this thread waits for a decision on a pending approval; decide it first"
-
-
-class NotResumable(WritegateError):
-    code = "not_resumable"
-    default_message = "this proposal waits in no thread this service can resume"
-
-
 class Refused(Exception):
     """A protocol error answered with the approval's current state beside it."""
 

@@ -17,10 +17,10 @@ from typing import Any
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
+from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import Identity
 from writegate.checkpoints.http_store import HttpStore
 from writegate.graph.runtime import Runtime
-from writegate.surfaces.web.errors import ApprovalPending
 from writegate.surfaces.web.schemas import ApprovalView, MessageView
 from writegate.surfaces.web.views import approval_view, message_view, proposal_row
 

@@ -29,10 +29,11 @@ from tests.integration.fault_scripts.harness import (
 )
 from writegate.approval import errors
 from writegate.approval.decisions import Confirm
+from writegate.approval.errors import RecordExpired
 from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled, receipt_for
-from writegate.approval.retention import RecordExpired, RetentionPolicy
+from writegate.approval.retention import RetentionPolicy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.migrate import setup_database
