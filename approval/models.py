@@ -47,6 +47,19 @@ class ExecutionStatus(StrEnum):
     ESCALATED = "escalated"
 
 
+# Each set of states is defined here, once; SQL reads the same sets (checkpoints/statuses.py).
+# Waiting on a person: the requester, or a second approver.
+DECIDABLE = frozenset({ProposalStatus.AWAITING, ProposalStatus.AWAITING_SECOND})
+# Pending: a question still open, or confirmed and not yet executed.
+PENDING = frozenset({*DECIDABLE, ProposalStatus.CONFIRMED})
+# Reconciliation will finish these: the downstream may or may not have acted.
+RECONCILABLE = frozenset(
+    {ExecutionStatus.RUNNING, ExecutionStatus.UNKNOWN, ExecutionStatus.FAILED_RETRYABLE}
+)
+# Open: not settled yet, so the same request may not be proposed again.
+OPEN_EXECUTION = frozenset({*RECONCILABLE, ExecutionStatus.ESCALATED})
+
+
 @dataclass(frozen=True)
 class Identity:
     """Who acts. Always from the host's authenticated context, never from arguments."""

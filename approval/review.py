@@ -26,7 +26,7 @@ from writegate.approval.errors import (
     SelfApproval,
     WritegateError,
 )
-from writegate.approval.models import AuditRecord, Identity, Proposal, ProposalStatus
+from writegate.approval.models import PENDING, AuditRecord, Identity, Proposal, ProposalStatus
 from writegate.approval.store import LedgerStore, LedgerTx
 
 
@@ -46,7 +46,6 @@ class ReviewHost(Protocol):
 
 APPROVER_ROLE = "approver"
 REVOKER_ROLES = frozenset({"approver", "admin"})
-REVOCABLE = (ProposalStatus.AWAITING, ProposalStatus.AWAITING_SECOND, ProposalStatus.CONFIRMED)
 
 
 def _require_approver(identity: Identity) -> None:
@@ -163,7 +162,7 @@ def revoke(service: ReviewHost, identity: Identity, proposal_id: str) -> Proposa
                     request_key=proposal.request_key,
                     execution_state=execution.status.value if execution else "running",
                 )
-            if proposal.status not in REVOCABLE or not tx.revoke_proposal(
+            if proposal.status not in PENDING or not tx.revoke_proposal(
                 proposal_id, proposal.status, identity.user_id
             ):
                 raise ProposalNotPending(proposal_id=proposal_id, state=proposal.status.value)

@@ -30,6 +30,7 @@ from writegate.approval.errors import (
     WritegateError,
 )
 from writegate.approval.models import (
+    DECIDABLE,
     ExecutionStatus,
     Identity,
     Proposal,
@@ -50,7 +51,6 @@ from writegate.approval.spec import ToolContext, ToolLookup, ToolSpec
 from writegate.approval.store import LedgerStore, LedgerTx
 
 __all__ = ["ApprovalService", "Confirmation", "Ended", "Policy", "new_id"]
-OPEN_FOR_DECISION = (ProposalStatus.AWAITING, ProposalStatus.AWAITING_SECOND)
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ class ApprovalService:
         with self.store.transaction() as tx:
             proposal = self._owned(tx, identity, decision.proposal_id, for_update=True)
             now = tx.now()
-            if proposal.status in OPEN_FOR_DECISION and now >= proposal.expires_at:
+            if proposal.status in DECIDABLE and now >= proposal.expires_at:
                 tx.transition_proposal(
                     proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED
                 )
@@ -450,7 +450,7 @@ class ApprovalService:
 
     @staticmethod
     def _require_pending(proposal: Proposal) -> None:
-        if proposal.status not in OPEN_FOR_DECISION:
+        if proposal.status not in DECIDABLE:
             raise ProposalNotPending(proposal_id=proposal.proposal_id, state=proposal.status.value)
 
     def _audit_failure(

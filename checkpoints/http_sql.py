@@ -6,6 +6,8 @@ Plain statements with %s / %(name)s parameters. The approval lists read the ledg
 
 from __future__ import annotations
 
+from writegate.checkpoints.statuses import PENDING_SQL
+
 INSERT_KEY_SQL = """
 INSERT INTO wg_api_keys (key_hash, key_id, user_id, tenant_id, roles)
 VALUES (%s, %s, %s, %s, %s)
@@ -46,7 +48,7 @@ second_approver, created_at, expires_at"""
 LIST_PENDING_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
 WHERE tenant_id = %s AND subject = %s
-  AND status IN ('awaiting_confirmation', 'awaiting_second_approval', 'confirmed')
+  AND status IN ({PENDING_SQL})
   AND expires_at > now()
 ORDER BY created_at, proposal_id
 LIMIT %s"""

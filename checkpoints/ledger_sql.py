@@ -6,6 +6,8 @@ the guard, and `RETURNING` tells the caller whether it won.
 
 from __future__ import annotations
 
+from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, PENDING_SQL
+
 NOW_SQL = "SELECT now() AS now"
 
 PROPOSAL_COLUMNS = """proposal_id, thread_id, tool_call_id, subject, tenant_id, operation,
@@ -32,7 +34,7 @@ SELECT {PROPOSAL_COLUMNS} FROM wg_proposals WHERE thread_id = %s AND tool_call_i
 SELECT_OPEN_PROPOSAL_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
 WHERE thread_id = %s AND fingerprint = %s
-  AND status IN ('awaiting_confirmation', 'awaiting_second_approval', 'confirmed')
+  AND status IN ({PENDING_SQL})
   AND expires_at > %s
 ORDER BY created_at DESC LIMIT 1"""
 
@@ -110,7 +112,7 @@ SELECT_EXECUTION_SQL = f"SELECT {EXECUTION_COLUMNS} FROM wg_executions WHERE "
 SELECT_OPEN_EXECUTION_SQL = f"""
 SELECT {EXECUTION_COLUMNS} FROM wg_executions
 WHERE tenant_id = %s AND fingerprint = %s
-  AND status IN ('running', 'unknown', 'failed_retryable', 'escalated')
+  AND status IN ({OPEN_EXECUTION_SQL})
 LIMIT 1"""
 
 TRANSITION_EXECUTION_SQL = f"""

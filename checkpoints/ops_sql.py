@@ -9,13 +9,14 @@ number of processes, each get different rows and never wait on each other.
 from __future__ import annotations
 
 from writegate.checkpoints.ledger_sql import EXECUTION_COLUMNS
+from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, RECONCILABLE_SQL
 
 _E_COLUMNS = ", ".join("e." + c.strip() for c in EXECUTION_COLUMNS.split(","))
 
 # Due: unknown or failed_retryable past their next check, or running with an expired
 # lease. The status list matches the partial index wg_executions_backlog_idx.
-_DUE = """
-    status IN ('running', 'unknown', 'failed_retryable')
+_DUE = f"""
+    status IN ({RECONCILABLE_SQL})
     AND (status <> 'running' OR lease_expires_at <= now())
     AND (next_check_at IS NULL OR next_check_at <= now())"""
 
@@ -129,16 +130,16 @@ CUTOFF_SQL = "SELECT now() - make_interval(days => %s) AS cutoff"
 
 # -- statistics (also the Prometheus metrics) --------------------------------------------
 
-OPEN_EXECUTIONS_SQL = """
+OPEN_EXECUTIONS_SQL = f"""
 SELECT operation, status, count(*) AS n FROM wg_executions
-WHERE status IN ('running', 'unknown', 'failed_retryable', 'escalated')
+WHERE status IN ({OPEN_EXECUTION_SQL})
 GROUP BY operation, status"""
 
-BACKLOG_SQL = """
+BACKLOG_SQL = f"""
 SELECT count(*) AS n,
     COALESCE(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_s
 FROM wg_executions
-WHERE status IN ('running', 'unknown', 'failed_retryable')
+WHERE status IN ({RECONCILABLE_SQL})
   AND (status <> 'running' OR lease_expires_at <= now())"""
 
 # Counted from the audit trail, so every process's events count, whoever scrapes.

@@ -17,35 +17,9 @@ from rich.text import Text
 from writegate.checkpoints.database import describe_database
 from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.pool import open_pool
+from writegate.checkpoints.threads import threads_with_pending
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import reported_errors
-
-# Top-level checkpoints only (checkpoint_ns = ''): subgraph checkpoints are not threads.
-LIST_THREADS_SQL = """
-SELECT thread_id,
-       max(metadata->>'user_id') AS user_id,
-       max(metadata->>'tenant_id') AS tenant_id,
-       count(*) AS checkpoints,
-       max(checkpoint->>'ts') AS updated_at
-FROM checkpoints
-WHERE checkpoint_ns = ''
-  AND (%(user_id)s::text IS NULL OR metadata->>'user_id' = %(user_id)s)
-  AND (%(tenant_id)s::text IS NULL OR metadata->>'tenant_id' = %(tenant_id)s)
-GROUP BY thread_id
-ORDER BY max(checkpoint->>'ts') DESC
-LIMIT %(limit)s
-"""
-# Awaiting a decision, or confirmed and not yet executed.
-PENDING_PROPOSALS_SQL = """
-SELECT proposal_id, thread_id, subject, tenant_id, operation, status, preview,
-       expires_at, expires_at <= now() AS expired, created_at
-FROM wg_proposals
-WHERE status IN ('awaiting_confirmation', 'confirmed')
-  AND (%(user_id)s::text IS NULL OR subject = %(user_id)s)
-  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
-ORDER BY created_at
-LIMIT %(limit)s
-"""
 
 
 def register(app: typer.Typer) -> None:
@@ -61,14 +35,12 @@ def threads(
 ) -> None:
     """List threads and the approvals pending on each."""
     url = database_url()
-    params = {"user_id": user, "tenant_id": tenant, "limit": limit}
+    params: dict[str, Any] = {"user_id": user, "tenant_id": tenant, "limit": limit}
     with reported_errors(err_console):
         setup_database(url)  # a fresh database has no tables yet; this is idempotent
         pool = open_pool(url, max_size=1)
     try:
-        with pool.connection() as conn:
-            listed = conn.execute(LIST_THREADS_SQL, params).fetchall()
-            pending = conn.execute(PENDING_PROPOSALS_SQL, params).fetchall()
+        listed, pending = threads_with_pending(pool, **params)
     finally:
         pool.close()
     rows = _thread_rows(listed, pending)

@@ -27,9 +27,8 @@ from writegate.approval.errors import (
     WritegateError,
     error_for_code,
 )
-from writegate.approval.models import Identity, ProposalStatus
+from writegate.approval.models import DECIDABLE, Identity, ProposalStatus
 from writegate.approval.outcomes import execution_outcome, proposal_error
-from writegate.approval.service import OPEN_FOR_DECISION
 from writegate.checkpoints.http_store import HttpStore
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.web.errors import Refused, error_body, status_for
@@ -159,7 +158,7 @@ class Decisions:
                     AlreadyConsumed(proposal_id=pid, execution_id=execution.execution_id), view
                 )
             return result("executed", receipt=receipt_view(receipt))
-        if status in OPEN_FOR_DECISION:
+        if status in DECIDABLE:
             if now >= proposal.expires_at:
                 raise Refused(ProposalExpired(proposal_id=pid), view)
             if status is ProposalStatus.AWAITING_SECOND and action == "confirm":

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from writegate.approval.errors import NotFound
+from writegate.approval.models import PENDING
 from writegate.surfaces.web.auth import CurrentIdentity
 from writegate.surfaces.web.errors import request_id, responses
 from writegate.surfaces.web.inputs import (
@@ -24,7 +25,7 @@ from writegate.surfaces.web.inputs import (
 )
 from writegate.surfaces.web.schemas import ApprovalList, ApprovalView, DecisionResult
 from writegate.surfaces.web.services import Services, services
-from writegate.surfaces.web.views import OPEN, approval_view, proposal_row
+from writegate.surfaces.web.views import approval_view, proposal_row
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 ProposalId = Annotated[str, Path(pattern=ID_PATTERN, description="The proposal's id.")]
@@ -43,7 +44,7 @@ def list_approvals(
     else:
         rows = svc.store.recent_proposals(identity, query.limit)
     questions: dict[str, dict] = {}
-    for thread_id in dict.fromkeys(r["thread_id"] for r in rows if r["status"] in OPEN):
+    for thread_id in dict.fromkeys(r["thread_id"] for r in rows if r["status"] in PENDING):
         config = svc.runner.config(identity, thread_id)
         questions.update({pid: v for pid, (_, v) in svc.runner.questions(config).items()})
     executions = svc.store.execution_ids([r["proposal_id"] for r in rows])

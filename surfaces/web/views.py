@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from writegate.approval.models import Proposal, Receipt
+from writegate.approval.models import PENDING, Proposal, Receipt
 from writegate.surfaces.web.schemas import (
     ApprovalView,
     ConfirmationInfo,
@@ -25,7 +25,6 @@ from writegate.surfaces.web.schemas import Receipt as ReceiptOut
 
 # Statuses in which the requester may still have a question to answer: before their
 # confirm, while a second approver decides, and after the approval until they confirm.
-OPEN = frozenset({"awaiting_confirmation", "awaiting_second_approval", "confirmed"})
 
 
 def _refusal(error: dict[str, Any] | None) -> RefusalInfo | None:
@@ -49,7 +48,7 @@ def approval_view(
     """A ledger proposal row (or Proposal's fields), with its open question if any."""
     preview = row["preview"]
     status = str(row["status"])
-    if status in OPEN and now >= row["expires_at"]:
+    if status in PENDING and now >= row["expires_at"]:
         status = "expired"
     return ApprovalView(
         proposal_id=row["proposal_id"],
@@ -57,7 +56,7 @@ def approval_view(
         operation=row["operation"],
         resource=row["resource"],
         status=status,
-        pending=question is not None and status in OPEN,
+        pending=question is not None and status in PENDING,
         requested_by=row["subject"],
         title=str(preview.get("title", row["operation"])),
         target=str(preview.get("target", row["resource"])),

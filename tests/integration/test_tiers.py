@@ -304,6 +304,19 @@ def test_console_shows_the_same_preview_then_approves_and_revokes(rt, monkeypatc
     assert refunds_of(rt, order) == 0
 
 
+def test_threads_lists_a_proposal_that_awaits_its_second_approver(rt, monkeypatch):
+    monkeypatch.setattr(console, "width", 200)  # ids stay on one line in tables
+    proposal = propose_refund(rt, new_order(rt, 600000), 600000)
+    confirm(rt, proposal, "¥6,000.00")  # confirmed by the requester: a second approver is next
+    assert rt.service.get_proposal(REQUESTER, proposal.proposal_id).status.value == (
+        "awaiting_second_approval"
+    )
+    listed = run_cli(rt, "threads", "--user", REQUESTER.user_id, "--tenant", TENANT)
+    assert listed.exit_code == 0, listed.output
+    assert proposal.proposal_id in listed.output
+    assert "awaiting_second_approval" in listed.output
+
+
 # -- the graph -------------------------------------------------------------------------
 
 
