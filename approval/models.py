@@ -56,6 +56,8 @@ PENDING = frozenset({*DECIDABLE, ProposalStatus.CONFIRMED})
 RECONCILABLE = frozenset(
     {ExecutionStatus.RUNNING, ExecutionStatus.UNKNOWN, ExecutionStatus.FAILED_RETRYABLE}
 )
+# Settled: a final receipt exists, and nothing will change it.
+SETTLED = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED_TERMINAL})
 # Open: not settled yet, so the same request may not be proposed again.
 OPEN_EXECUTION = frozenset({*RECONCILABLE, ExecutionStatus.ESCALATED})
 

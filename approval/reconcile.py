@@ -60,6 +60,32 @@ class Settled:
     action: str  # found | retried | deferred | escalated | lost_lease
 
 
+def owned_execution(
+    store: LedgerStore,
+    identity: Identity,
+    proposal_id: str | None = None,
+    *,
+    execution_id: str | None = None,
+) -> Execution:
+    """An execution (by proposal or execution id) as its subject sees it.
+
+    The one ownership rule for executions: another user's or tenant's looks missing.
+    """
+    if (proposal_id is None) == (execution_id is None):
+        raise ValueError("give exactly one of proposal_id and execution_id")
+    with store.transaction() as tx:
+        execution = tx.get_execution(proposal_id=proposal_id, execution_id=execution_id)
+    if (
+        execution is None
+        or execution.subject != identity.user_id
+        or execution.tenant_id != identity.tenant_id
+    ):
+        raise NotFound(
+            "no such execution for this user", proposal_id=proposal_id, execution_id=execution_id
+        )
+    return execution
+
+
 def receipt_for(
     store: LedgerStore,
     identity: Identity,
@@ -73,17 +99,9 @@ def receipt_for(
     InProgress, the failure's code); a stranger's execution looks missing. A thread
     that was told `outcome_unknown` calls this on a later turn to show the result.
     """
-    if (proposal_id is None) == (execution_id is None):
-        raise ValueError("give exactly one of proposal_id and execution_id")
-    with store.transaction() as tx:
-        execution = tx.get_execution(proposal_id=proposal_id, execution_id=execution_id)
-    if (
-        execution is None
-        or execution.subject != identity.user_id
-        or execution.tenant_id != identity.tenant_id
-    ):
-        raise NotFound("no such execution for this user", proposal_id=proposal_id)
-    return execution_outcome(execution)
+    return execution_outcome(
+        owned_execution(store, identity, proposal_id, execution_id=execution_id)
+    )
 
 
 def agrees(found: DownstreamResult, execution: Execution) -> bool:

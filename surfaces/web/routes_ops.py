@@ -7,8 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import PlainTextResponse
 
-from writegate.approval.errors import NotFound, Unavailable
-from writegate.approval.outcomes import receipt_of
+from writegate.approval.errors import Unavailable
+from writegate.approval.models import SETTLED
+from writegate.approval.outcomes import execution_outcome, receipt_of
+from writegate.approval.reconcile import owned_execution
 from writegate.surfaces.web.auth import CurrentIdentity, CurrentPrincipal
 from writegate.surfaces.web.errors import responses
 from writegate.surfaces.web.inputs import ID_PATTERN, AuditQuery
@@ -45,14 +47,9 @@ def read_receipt(
 ) -> Receipt:
     """An execution's receipt. The execution is looked up as the caller: another
     user's is a 404. An execution still running or unresolved is a 409 saying so."""
-    with svc.runtime.store.transaction() as tx:
-        execution = tx.get_execution(execution_id=execution_id)
-    if (
-        execution is None
-        or execution.tenant_id != identity.tenant_id
-        or execution.subject != identity.user_id
-    ):
-        raise NotFound("no such execution for this user", execution_id=execution_id)
+    execution = owned_execution(svc.runtime.store, identity, execution_id=execution_id)
+    if execution.status not in SETTLED:
+        execution_outcome(execution)  # raises what its state means: in_progress, unknown, ...
     return receipt_view(receipt_of(execution))
 
 

@@ -283,6 +283,15 @@ def test_health_metrics_and_page(client: TestClient) -> None:
     assert client.get("/static/app.js").status_code == 200
 
 
+def execution_of(url: str, proposal_id: str) -> str:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT execution_id FROM wg_executions WHERE proposal_id = %s", (proposal_id,)
+        ).fetchone()
+    assert row is not None, proposal_id
+    return str(row[0])
+
+
 class Gate:
     """Provider faults that hold a refund inside the provider until released."""
 
@@ -328,6 +337,9 @@ def test_a_second_click_while_the_first_executes_waits_for_it(
             busy = click("click-b")
             assert busy.status_code == 409, busy.text
             assert (busy.json()["code"], busy.json()["retryable"]) == ("in_progress", True)
+            running = http.get(f"/v1/executions/{execution_of(url, pid)}", headers=alice)
+            assert running.status_code == 409, running.text  # no receipt while it runs
+            assert (running.json()["code"], running.json()["retryable"]) == ("in_progress", True)
             gate.release.set()
             worker.join(timeout=30)
             again = click("click-b")  # a retryable answer was not stored: ask again
