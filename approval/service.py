@@ -31,6 +31,7 @@ from writegate.approval.errors import (
 )
 from writegate.approval.models import (
     DECIDABLE,
+    Execution,
     ExecutionStatus,
     Identity,
     Proposal,
@@ -244,6 +245,19 @@ class ApprovalService:
     def get_proposal(self, identity: Identity, proposal_id: str) -> Proposal:
         with self.store.transaction() as tx:
             return self._owned(tx, identity, proposal_id, for_update=False)
+
+    def has_expired(self, proposal: Proposal) -> bool:
+        """Past its expiry on the database clock (right-open: at `expires_at` it has)."""
+        with self.store.transaction() as tx:
+            return tx.now() >= proposal.expires_at
+
+    def proposal_and_execution(
+        self, identity: Identity, proposal_id: str
+    ) -> tuple[Proposal, Execution | None]:
+        """One's own proposal and its execution, if it ran, read together."""
+        with self.store.transaction() as tx:
+            proposal = self._owned(tx, identity, proposal_id, for_update=False)
+            return proposal, tx.get_execution(proposal_id=proposal_id)
 
     def decide(
         self, identity: Identity, decision: Confirm | Decline | Cancel | Edit

@@ -82,32 +82,22 @@ class Calls:
         proposal = self.service.propose(
             identity, thread_id=thread, tool_call_id=call_id, tool_name=spec.name, raw_args=args
         )
-        with self.runtime.store.transaction() as tx:
-            if proposal.status is ProposalStatus.EXECUTED:
-                token = tx.get_token_for_proposal(proposal.proposal_id)
-                execution = (
-                    tx.get_execution(execution_id=token.execution_id)
-                    if token and token.execution_id
-                    else None
-                )
-                if execution is None:
-                    raise AlreadyConsumed(proposal_id=proposal.proposal_id)
-                receipt = execution_outcome(execution).to_dict()
-                return proposal, {
-                    **proposal_view(proposal),
-                    "status": "executed",
-                    "receipt": receipt,
-                }
-            if proposal.status.value == SECOND_APPROVAL:
-                return proposal, self.waiting_for_second(proposal)
-            ended = proposal_error(proposal.status, proposal.proposal_id)
-            if ended is not None:
-                raise ended
-            if tx.now() >= proposal.expires_at:  # right-open, on the database clock
-                raise ProposalExpired(
-                    proposal_id=proposal.proposal_id,
-                    advice=f"pass a new {CLIENT_REQUEST_ID} to propose it again",
-                )
+        if proposal.status is ProposalStatus.EXECUTED:
+            _, execution = self.service.proposal_and_execution(identity, proposal.proposal_id)
+            if execution is None:
+                raise AlreadyConsumed(proposal_id=proposal.proposal_id)
+            receipt = execution_outcome(execution).to_dict()
+            return proposal, {**proposal_view(proposal), "status": "executed", "receipt": receipt}
+        if proposal.status.value == SECOND_APPROVAL:
+            return proposal, self.waiting_for_second(proposal)
+        ended = proposal_error(proposal.status, proposal.proposal_id)
+        if ended is not None:
+            raise ended
+        if self.service.has_expired(proposal):
+            raise ProposalExpired(
+                proposal_id=proposal.proposal_id,
+                advice=f"pass a new {CLIENT_REQUEST_ID} to propose it again",
+            )
         return proposal, None
 
     def decide(self, identity: Identity, decision: Any) -> dict[str, Any]:

@@ -116,9 +116,7 @@ class Decisions:
     ) -> DecisionResult:
         """What the ledger says now about this proposal, for this action."""
         pid, action = value["proposal_id"], value["action"]
-        proposal = self.rt.service.get_proposal(identity, pid)
-        with self.rt.store.transaction() as tx:
-            execution = tx.get_execution(proposal_id=pid)
+        proposal, execution = self.rt.service.proposal_and_execution(identity, pid)
         now = self.store.now()
         question = self.runner.questions(self.runner.config(identity, proposal.thread_id)).get(pid)
         view = approval_view(
