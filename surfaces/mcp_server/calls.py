@@ -18,6 +18,7 @@ from pydantic import ValidationError as PydanticValidationError
 from writegate.approval.canonical import digest, to_rfc3339
 from writegate.approval.errors import (
     AlreadyConsumed,
+    NotFound,
     ProposalExpired,
     SessionMismatch,
     ValidationFailed,
@@ -193,13 +194,9 @@ class Calls:
         Anything else (another user's, a consumed one) is left to the executor, which
         answers with its own codes (subject_mismatch, args_mismatch, the first receipt).
         """
-        with self.runtime.store.transaction() as tx:
-            proposal = tx.get_proposal(proposal_id)
-        if (
-            proposal is not None
-            and proposal.subject == identity.user_id
-            and proposal.tenant_id == identity.tenant_id
-            and proposal.status is ProposalStatus.CONFIRMED
-            and proposal.thread_id != thread
-        ):
+        try:
+            proposal = self.service.get_proposal(identity, proposal_id)
+        except NotFound:
+            return  # not this user's: the executor refuses it with its own code
+        if proposal.status is ProposalStatus.CONFIRMED and proposal.thread_id != thread:
             raise SessionMismatch(proposal_id=proposal_id)
