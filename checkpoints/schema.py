@@ -1,19 +1,19 @@
-"""The database schema, as an append-only list of migrations.
+"""The database schema: one append-only list of migrations, as LangGraph's savers keep.
 
-The position in `MIGRATIONS` is the version. Never edit or reorder an entry that has
-shipped: add a new one. Ledger tables (proposals, tokens, executions, audit) carry the
-protocol; `orders`, `refunds` and `tickets` are the demo domain; the `provider` schema
-is the payment provider simulator's own store, kept apart as a real provider would be.
+The position in `MIGRATIONS` (from 1) is the version; `checkpoints/migrate.py` records
+each applied version with a checksum of its text. Never edit, reorder or remove an
+entry that has shipped (a test pins their checksums): append a new one.
+
+The ledger tables carry the protocol; `orders`, `refunds` and `tickets` are the demo
+domain; the `provider` schema is the payment provider simulator's own store, kept
+apart as a real provider's would be.
 """
 
 from __future__ import annotations
 
-from writegate.checkpoints.schema_hitl import PRESENTED
-from writegate.checkpoints.schema_http import HTTP
-from writegate.checkpoints.schema_ops import OPS
-from writegate.checkpoints.schema_tiers import TIERS
-
-LEDGER = """
+MIGRATIONS: list[str] = [
+    # 1. the ledger: proposals, tokens, executions, audit
+    """
 CREATE TABLE wg_proposals (
     proposal_id     text PRIMARY KEY,
     thread_id       text NOT NULL,
@@ -119,9 +119,9 @@ CREATE TABLE wg_audit (
 CREATE INDEX wg_audit_tenant_idx ON wg_audit (tenant_id, created_at);
 CREATE INDEX wg_audit_thread_idx ON wg_audit (thread_id, created_at);
 CREATE INDEX wg_audit_proposal_idx ON wg_audit (proposal_id);
-"""
-
-DOMAIN = """
+""",
+    # 2. the demo domain: orders, refunds, tickets
+    """
 CREATE TABLE orders (
     order_id        text PRIMARY KEY,
     tenant_id       text NOT NULL,
@@ -164,9 +164,9 @@ CREATE TABLE tickets (
 );
 CREATE INDEX tickets_owner_idx ON tickets (tenant_id, user_id);
 CREATE SEQUENCE ticket_number_seq START 1000;
-"""
-
-PROVIDER = """
+""",
+    # 3. the payment provider simulator's own store, in its own schema
+    """
 CREATE SCHEMA provider;
 -- The simulator's idempotency store: one row per key, so a key never refunds twice.
 CREATE TABLE provider.refunds (
@@ -178,17 +178,141 @@ CREATE TABLE provider.refunds (
     request_digest  text NOT NULL,
     created_at      timestamptz NOT NULL DEFAULT now()
 );
-"""
+""",
+    # 4. operations: reconcile bookkeeping on executions, tombstones for purged rows, and the
+    # partial indexes that keep the backlog pickup, escalations, purge and metrics index scans
+    """
+ALTER TABLE wg_executions
+    ADD COLUMN checks         integer NOT NULL DEFAULT 0,
+    ADD COLUMN next_check_at  timestamptz,
+    ADD COLUMN reconciled_at  timestamptz,
+    ADD COLUMN escalation     jsonb;
 
-# A write whose outcome is not final blocks a new proposal of the same request; the
-# lookup covers retryable and escalated executions too.
-UNSETTLED_INDEX = """
+CREATE INDEX wg_executions_escalated_idx ON wg_executions (created_at)
+    WHERE status = 'escalated';
+CREATE INDEX wg_executions_reconciled_idx ON wg_executions (reconciled_at)
+    WHERE reconciled_at IS NOT NULL;
+CREATE INDEX wg_executions_purge_idx ON wg_executions (completed_at)
+    WHERE status IN ('succeeded', 'failed_terminal');
+CREATE INDEX wg_proposals_purge_idx ON wg_proposals (expires_at)
+    WHERE status <> 'executed';
+
+CREATE TABLE wg_tombstones (
+    request_key   text PRIMARY KEY,
+    token_hash    text UNIQUE,
+    proposal_id   text NOT NULL UNIQUE,
+    thread_id     text NOT NULL,
+    tool_call_id  text NOT NULL,
+    tenant_id     text NOT NULL,
+    subject       text NOT NULL,
+    operation     text NOT NULL,
+    fingerprint   text NOT NULL,
+    execution_id  text,
+    final_status  text NOT NULL,
+    provider_ref  text,
+    completed_at  timestamptz,
+    purged_at     timestamptz NOT NULL
+);
+CREATE INDEX wg_tombstones_call_idx ON wg_tombstones (thread_id, tool_call_id);
+
+CREATE INDEX wg_audit_ops_idx ON wg_audit (event, tool_name, status, error_code)
+    WHERE event IN ('execute', 'reconcile');
+CREATE INDEX wg_audit_conflict_idx ON wg_audit (tool_name)
+    WHERE error_code = 'idempotency_conflict';
+""",
+    # 5. the HTTP service: API keys (sha256 hashes only, one user, one tenant, roles), thread
+    # ownership, and the answer each click's idempotency key got
+    """
+CREATE TABLE wg_api_keys (
+    key_hash    text PRIMARY KEY,
+    key_id      text NOT NULL UNIQUE,
+    user_id     text NOT NULL,
+    tenant_id   text NOT NULL,
+    roles       text[] NOT NULL DEFAULT '{}',
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    revoked_at  timestamptz
+);
+
+CREATE TABLE wg_http_threads (
+    thread_id   text PRIMARY KEY,
+    tenant_id   text NOT NULL,
+    user_id     text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX wg_http_threads_owner_idx ON wg_http_threads (tenant_id, user_id, created_at);
+
+CREATE TABLE wg_http_clicks (
+    tenant_id        text NOT NULL,
+    user_id          text NOT NULL,
+    idempotency_key  text NOT NULL,
+    proposal_id      text NOT NULL,
+    request_digest   text NOT NULL,
+    status_code      integer,
+    response         jsonb,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    completed_at     timestamptz,
+    PRIMARY KEY (tenant_id, user_id, idempotency_key)
+);
+-- A user's approval history across threads without a scan (the pending ones already
+-- have a partial index; a thread's proposals use the (thread_id, tool_call_id) key).
+CREATE INDEX wg_proposals_subject_idx ON wg_proposals (tenant_id, subject, created_at);
+""",
+    # 6. confirmation tiers: tier and risk on proposals, the second approver, revocation, the
+    # awaiting_second_approval state (a requester may not approve their own request), and
+    # batch_items, one row per item keyed by its derived request key
+    """
+ALTER TABLE wg_proposals
+    ADD COLUMN tier               text NOT NULL DEFAULT 'one_click',
+    ADD COLUMN risk               jsonb,
+    ADD COLUMN second_approver    text,
+    ADD COLUMN second_approved_at timestamptz,
+    ADD COLUMN revoked_by         text,
+    ADD COLUMN revoked_at         timestamptz;
+ALTER TABLE wg_proposals DROP CONSTRAINT wg_proposals_status_check;
+ALTER TABLE wg_proposals ADD CONSTRAINT wg_proposals_status_check CHECK (status IN (
+    'awaiting_confirmation', 'awaiting_second_approval', 'confirmed', 'declined',
+    'cancelled', 'expired', 'superseded', 'revoked', 'executed'));
+ALTER TABLE wg_proposals ADD CONSTRAINT wg_proposals_not_self_approved
+    CHECK (second_approver IS NULL OR second_approver <> subject);
+-- What approvers of a tenant are waiting on, and the open-request lookup with the
+-- new status included.
+CREATE INDEX wg_proposals_second_idx ON wg_proposals (tenant_id, created_at)
+    WHERE status = 'awaiting_second_approval';
+CREATE INDEX wg_proposals_open3_fp_idx ON wg_proposals (thread_id, fingerprint)
+    WHERE status IN ('awaiting_confirmation', 'awaiting_second_approval', 'confirmed');
+DROP INDEX wg_proposals_open_fp_idx;  -- superseded by the one above
+
+ALTER TABLE wg_tokens ADD COLUMN tier text NOT NULL DEFAULT 'one_click';
+
+CREATE TABLE batch_items (
+    request_key        text PRIMARY KEY,
+    batch_request_key  text NOT NULL,
+    tenant_id          text NOT NULL,
+    item               text NOT NULL,
+    status             text NOT NULL CHECK (status IN ('succeeded', 'failed')),
+    result             jsonb NOT NULL,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (batch_request_key, item)
+);
+""",
+    # 7. an open execution of the same request blocks a new proposal: the lookup covers
+    # retryable and escalated executions too
+    """
 DROP INDEX IF EXISTS wg_executions_open_fp_idx;
 CREATE INDEX wg_executions_unsettled_fp_idx ON wg_executions (tenant_id, fingerprint)
     WHERE status IN ('running', 'unknown', 'failed_retryable', 'escalated');
-"""
-
-# Versions 4-6 and 8 are defined beside their features; the order here is the version order.
-MIGRATIONS: list[str] = [
-    LEDGER, DOMAIN, PROVIDER, OPS, HTTP, TIERS, UNSETTLED_INDEX, PRESENTED,
-]  # fmt: skip
+""",
+    # 8. questions that reached a client (an interrupt that ended its run): an answer
+    # naming no proposal counts only for a question recorded here
+    """
+CREATE TABLE wg_presented (
+    thread_id       text NOT NULL,
+    checkpoint_ns   text NOT NULL,
+    interrupt_index integer NOT NULL CHECK (interrupt_index >= 0),
+    proposal_id     text NOT NULL REFERENCES wg_proposals (proposal_id) ON DELETE CASCADE,
+    presented_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (thread_id, checkpoint_ns, interrupt_index)
+);
+CREATE INDEX wg_presented_proposal_idx ON wg_presented (proposal_id);
+""",
+]

@@ -149,3 +149,45 @@ def _assert_fully_set_up(url: str) -> None:
     assert versions == list(range(len(PostgresSaver.MIGRATIONS)))
     # A CREATE INDEX CONCURRENTLY that lost a race would leave an invalid index.
     assert invalid == (0,)
+
+
+# The checksums of the migrations that have shipped. Appending is how the schema changes:
+# a new entry gets a new line here; an edited old entry fails this test.
+SHIPPED_CHECKSUMS = [
+    "ed1d2e34c3befb1b4db9495d1ef4e72c9b3790065901e137b64197b2c2d52dc4",
+    "1c22fc4ee78538d9e7a8f52d7ee160f0229c8dc246f85b32a3bdaa32929a7589",
+    "e7242d46f8dabc4e003e20233248a70b099a08e750bca7dc4e9f643be2aa5241",
+    "51d75795aeaace28b350742d44bd12fd9f6556a35f4e66b56c81f7c7bd0fa9c7",
+    "842b319c776bc8c9625d7d353f135d4d0021c9e19fa558a39c33cb8277f4f315",
+    "0680b19a7948c9298722f87fe42e47044fb5178dfe6a013a32d5fb211efee3a6",
+    "620129ca573e3a436d8c5d78eeba46a754b69efca8992930ceeaa7462f846e38",
+    "2752dd17e90d4d66e5c8087f5f092af96bbddf9234a8aca2173afad967def4c6",
+]
+
+
+def test_shipped_migrations_are_never_edited() -> None:
+    shipped = [migration_checksum(m) for m in MIGRATIONS[: len(SHIPPED_CHECKSUMS)]]
+    assert shipped == SHIPPED_CHECKSUMS
+    assert len(MIGRATIONS) >= len(SHIPPED_CHECKSUMS)
+
+
+@pytest.mark.parametrize("old_version", [1, 4, 7])
+def test_an_older_database_upgrades_in_place_keeping_its_rows(
+    create_database: Callable[[], str], old_version: int
+) -> None:
+    """A database made by an older release (its first migrations only, with data in it)
+    is brought to the current schema by setup, and keeps what it held."""
+    from writegate.checkpoints.migrate import setup_database
+
+    url = create_database()
+    apply_migrations(url, MIGRATIONS[:old_version], table="writegate_migrations")
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            "INSERT INTO wg_audit (tenant_id, user_id, tool_name, event, status, duration_ms) "
+            "VALUES ('t_old', 'u_old', 'get_order', 'read', 'ok', 1)"
+        )
+    setup_database(url)
+    assert _versions(url, "writegate_migrations") == list(range(1, len(MIGRATIONS) + 1))
+    assert _scalar(url, "SELECT count(*) FROM wg_audit WHERE tenant_id = 't_old'") == 1
+    setup_database(url)  # and once more: nothing left to apply
+    assert _versions(url, "writegate_migrations") == list(range(1, len(MIGRATIONS) + 1))
