@@ -25,8 +25,8 @@ from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.pool import Pool
 from writegate.checkpoints.presented import PgPresentedQuestions
 from writegate.graph.runtime import Runtime
+from writegate.tools.domain import default_registry
 from writegate.tools.provider import SimulatedProvider
-from writegate.tools.registry import default_registry
 
 TARGET_LEDGER_COMMITS = 4
 PATHS = ("ledger", "writegate", "baseline")

@@ -30,8 +30,8 @@ from writegate.bench.workload import IDENTITY, refund_args
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.pool import Pool
 from writegate.graph.runtime import Runtime
+from writegate.tools.domain import default_registry
 from writegate.tools.provider import SimulatedProvider
-from writegate.tools.registry import default_registry
 
 EXECUTIONS_SQL = "SELECT count(*) AS n FROM wg_executions WHERE proposal_id = %s"
 PROVIDER_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"

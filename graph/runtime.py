@@ -23,9 +23,10 @@ from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.ops import PgTombstones
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.checkpoints.presented import PgPresentedQuestions
+from writegate.tools.domain import default_registry
 from writegate.tools.provider import ProviderClient, SimulatedProvider
 from writegate.tools.provider_http import HttpProvider
-from writegate.tools.registry import Registry, default_registry
+from writegate.tools.registry import Registry
 
 
 def default_provider(pool: Pool) -> ProviderClient:

@@ -29,7 +29,7 @@ from writegate.checkpoints.migrate import setup_database
 from writegate.graph.build import build_graph
 from writegate.graph.model import build_chat_model
 from writegate.graph.runtime import Runtime
-from writegate.tools.registry import default_registry
+from writegate.tools.domain import default_registry
 
 
 class LazyRuntime:

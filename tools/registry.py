@@ -10,7 +10,7 @@ read or the local write, and the downstream call if there is one.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
@@ -18,9 +18,6 @@ from pydantic import ValidationError as PydanticValidationError
 from writegate.approval.errors import ValidationFailed
 from writegate.approval.models import Preview, SideEffect
 from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, Validated
-
-if TYPE_CHECKING:
-    from writegate.tools.provider import ProviderClient
 
 # JSON-schema keywords that strict function calling does not accept everywhere; the
 # limits they carry are still enforced by `normalize` and stated in the descriptions.
@@ -196,24 +193,3 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._tools)
-
-
-def default_registry(provider: ProviderClient) -> Registry:
-    """All eight tools (seven single writes and reads, one batch); refunds go to `provider`."""
-    # Imported here because the tool modules subclass `Tool` from this module.
-    from writegate.tools.batch import CloseTickets
-    from writegate.tools.orders import GetOrder, ListOrders, RefundOrder
-    from writegate.tools.tickets import CreateTicket, GetTicket, ListTickets, UpdateTicket
-
-    return Registry(
-        [
-            GetOrder(),
-            ListOrders(),
-            RefundOrder(provider),
-            GetTicket(),
-            ListTickets(),
-            CreateTicket(),
-            UpdateTicket(),
-            CloseTickets(),
-        ]
-    )

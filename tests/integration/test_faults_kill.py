@@ -39,7 +39,7 @@ from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.ops import PgBacklog, PgTombstones, purge
 from writegate.checkpoints.pool import Pool, open_pool
-from writegate.tools.registry import default_registry
+from writegate.tools.domain import default_registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fault_tally")]
 

@@ -36,7 +36,7 @@ from tests.integration.mcp_helpers import (
 )
 from writegate.checkpoints.keys import create_key, revoke_key
 from writegate.checkpoints.migrate import setup_database
-from writegate.tools.registry import default_registry
+from writegate.tools.domain import default_registry
 from writegate.tools.seed import seed_demo
 
 REQUEST = "request_refund_order_confirmation"

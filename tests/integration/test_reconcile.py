@@ -39,9 +39,9 @@ from writegate.checkpoints.ops import PgBacklog, PgTombstones, ledger_stats, pur
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.surfaces.cli import ops as cli_ops
 from writegate.surfaces.metrics import prometheus_text
+from writegate.tools.domain import default_registry
 from writegate.tools.faults import FaultScript
 from writegate.tools.provider import SimulatedProvider
-from writegate.tools.registry import default_registry
 
 RETRY = RetryPolicy(base_delay=0.0, lease=timedelta(seconds=30))
 EXECUTION_SQL = "SELECT * FROM wg_executions WHERE proposal_id = %s"

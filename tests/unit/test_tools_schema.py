@@ -9,8 +9,9 @@ import pytest
 from writegate.approval.errors import ClarificationNeeded, ValidationFailed
 from writegate.approval.models import SideEffect
 from writegate.approval.spec import Validated
+from writegate.tools.domain import default_registry
 from writegate.tools.money import format_minor
-from writegate.tools.registry import Registry, StrictArgs, Tool, default_registry, strict_schema
+from writegate.tools.registry import Registry, StrictArgs, Tool, strict_schema
 
 
 class NoProvider:

@@ -27,8 +27,8 @@ from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog, PgTombstones
 from writegate.checkpoints.pool import open_pool
+from writegate.tools.domain import default_registry
 from writegate.tools.provider_http import HttpProvider
-from writegate.tools.registry import default_registry
 
 
 def kill_at(step: str | None) -> Any:
