@@ -8,6 +8,11 @@ Installed, every module lives under this one name: `writegate.approval` (the pro
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 __all__ = ["__version__"]
 
-__version__ = "0.2.0"
+try:
+    __version__ = version("writegate")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0.0.0"

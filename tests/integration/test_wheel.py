@@ -1,0 +1,114 @@
+"""The wheel built from the repository is one package, `writegate`, and it works alone.
+
+A fresh virtual environment gets only the wheel and its dependencies (no repository on
+its path), then imports the graph and runs `writegate demo` against a test database.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def _uv() -> str:
+    found = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    if not Path(found).exists():
+        pytest.fail("uv is needed to build the wheel: pip install uv")
+    return found
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [_uv(), "build", "--wheel", "--out-dir", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = out.glob("writegate-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    where = tmp_path_factory.mktemp("venv") / "env"
+    subprocess.run([_uv(), "venv", "--quiet", str(where)], check=True)
+    python = where / "bin" / "python"
+    subprocess.run(
+        [_uv(), "pip", "install", "--quiet", "--python", str(python), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    yield where
+
+
+def _run(venv: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    # Run from a folder with no project files, so only the installed wheel is importable.
+    result = subprocess.run(
+        args,
+        cwd=venv,
+        env={**_clean_env(), **(env or {}), "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def _clean_env() -> dict[str, str]:
+    drop = {"PYTHONPATH", "VIRTUAL_ENV", "OPENAI_API_KEY", "OPENAI_BASE_URL", "WRITEGATE_MODEL"}
+    return {key: value for key, value in os.environ.items() if key not in drop}
+
+
+def test_the_wheel_holds_one_top_level_package(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist()}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"writegate"}
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    for needed in (
+        "writegate/__init__.py",
+        "writegate/graph/build.py",
+        "writegate/bench/run.py",
+        "writegate/surfaces/web/static/app.js",
+        "writegate/approval/policy_default.toml",
+    ):
+        assert needed in names, needed
+
+
+def test_the_installed_wheel_imports_and_runs_the_demo(
+    venv: Path, create_database: Callable[[], str]
+) -> None:
+    python = str(venv / "bin" / "python")
+    where = _run(venv, python, "-c", "import writegate.graph.build as b; print(b.__file__)")
+    assert str(venv) in where and str(ROOT) not in where
+    out = _run(
+        venv, str(venv / "bin" / "writegate"), "demo", env={"DATABASE_URL": create_database()}
+    )
+    assert "succeeded" in out, out
+
+
+def test_the_installed_wheel_runs_the_quick_bench(
+    venv: Path, test_server_url: str, tmp_path: Path
+) -> None:
+    out = _run(
+        venv,
+        str(venv / "bin" / "writegate"),
+        "bench",
+        "--quick",
+        "--out",
+        str(tmp_path),
+        env={"DATABASE_URL": test_server_url},
+    )
+    assert (tmp_path / "bench-results.json").stat().st_size > 0, out
