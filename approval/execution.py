@@ -225,7 +225,7 @@ class Executor:
             raise TokenExpired(
                 proposal_id=proposal.proposal_id, expired_at=token.expires_at.isoformat()
             )
-        spec = self.service._spec(proposal.operation)
+        spec = self.service.spec_for(proposal.operation)
         if self.tombstones is not None:
             # Rows restored or replayed past a purge must not run the operation again.
             stone = self.tombstones.find_tombstone(tx, request_key=token.request_key)
@@ -379,7 +379,7 @@ class Executor:
             exc.details["receipt"] = execution_outcome(execution).to_dict()
             raise exc
         if execution.status is ExecutionStatus.RUNNING and execution.lease_owner == self.owner:
-            spec = self.service._spec(execution.operation)
+            spec = self.service.spec_for(execution.operation)
             return self._run_downstream(
                 identity,
                 spec,

@@ -204,7 +204,7 @@ class Reconciler:
                 )
             if done is None:
                 return self._lost(item)
-            spec = spec or self.service._spec(execution.operation)
+            spec = spec or self.service.spec_for(execution.operation)
             ctx = ToolContext(Identity(execution.subject, execution.tenant_id), tx.conn)
             if isinstance(outcome, DownstreamResult):
                 spec.on_downstream_success(ctx, execution.args, execution.request_key, outcome)

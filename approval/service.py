@@ -94,7 +94,7 @@ class ApprovalService:
         """Run a read tool directly; it is audited like every other call."""
         started = time.perf_counter()
         try:
-            spec = self._spec(tool_name)
+            spec = self.spec_for(tool_name)
             if spec.requires_approval:
                 raise ValidationFailed(f"{tool_name} changes state and needs a proposal")
             args = spec.normalize(raw_args)
@@ -136,7 +136,7 @@ class ApprovalService:
         """
         started = time.perf_counter()
         try:
-            spec = self._spec(tool_name)
+            spec = self.spec_for(tool_name)
             if not spec.requires_approval:
                 raise ValidationFailed(f"{tool_name} is a read tool; call it directly")
             args = spec.normalize(raw_args)
@@ -402,7 +402,7 @@ class ApprovalService:
     ) -> Proposal:
         if proposal.status not in (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED):
             self._require_pending(proposal)
-        spec = self._spec(proposal.operation)
+        spec = self.spec_for(proposal.operation)
         args = spec.normalize(raw_args)
         fingerprint = request_fingerprint(identity.tenant_id, spec.name, args)
         new_call = f"{proposal.tool_call_id}#edit:{proposal.proposal_id}"
@@ -444,7 +444,8 @@ class ApprovalService:
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _spec(self, tool_name: str) -> ToolSpec:
+    def spec_for(self, tool_name: str) -> ToolSpec:
+        """The registered tool, or validation_failed naming the unknown name."""
         try:
             return self.tools.get(tool_name)
         except KeyError as exc:

@@ -141,3 +141,48 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
                         break
                 found.append(component)
     return found
+
+
+# Private names of the standard library's own API that code may use.
+_STDLIB_PRIVATE = {"_replace", "_asdict", "_fields", "_make", "_exit"}
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_no_module_reaches_into_another_ones_private_names(package: str) -> None:
+    """`x._name` only on self or cls; `from m import _name` never (a package's face is
+    what its __init__ names; everything else is its own business)."""
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}"
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith(NAMESPACE)
+            ):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{where} imports private {private} from {node.module}"
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.attr not in _STDLIB_PRIVATE
+                and isinstance(node.value, ast.Name)
+                and node.value.id not in ("self", "cls")
+            ):
+                owner = node.value.id
+                # An instance of the module's own class (e.g. made by a classmethod) is fine.
+                if not _defines_class_using(path, node.attr):
+                    pytest.fail(f"{where} uses {owner}.{node.attr}, a private name")
+
+
+def _defines_class_using(path: Path, attr: str) -> bool:
+    """True when a class in `path` itself sets or reads `self.<attr>`."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == attr
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
+            return True
+    return False
