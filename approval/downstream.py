@@ -8,6 +8,7 @@ which the ledger records as `unknown`, never as a failure.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable
@@ -100,7 +101,11 @@ def _call_once(
         finally:
             done.set()
 
-    threading.Thread(target=run, name=f"downstream {request_key}", daemon=True).start()
+    # The thread runs in a copy of this context, so `acting_identity()` holds there too.
+    context = contextvars.copy_context()
+    threading.Thread(
+        target=context.run, args=(run,), name=f"downstream {request_key}", daemon=True
+    ).start()
     if not done.wait(timeout):
         raise UpstreamTimeout(f"no answer within {timeout:g} s", timeout_s=timeout)
     if "error" in box:

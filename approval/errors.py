@@ -56,6 +56,14 @@ class Forbidden(WritegateError):
     default_message = "this user may not do that"
 
 
+class Unprotected(WritegateError):
+    code = "unprotected"
+    default_message = (
+        "this tool runs only under writegate: register it with Writegate.open(tools=[...]) "
+        "and call it through wg.tool_node() or wg.build_agent(); nothing was executed"
+    )
+
+
 class InvalidTransition(WritegateError):
     code = "invalid_transition"
     default_message = "that status change is not allowed"

@@ -54,7 +54,7 @@ from writegate.approval.outcomes import execution_outcome
 from writegate.approval.retention import TombstoneLookup
 from writegate.approval.risk import requires_fresh_confirmation
 from writegate.approval.service import ApprovalService, new_id
-from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec
+from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, acting_for
 from writegate.approval.store import LedgerTx
 
 RUNNING = (ExecutionStatus.RUNNING,)
@@ -294,7 +294,8 @@ class Executor:
         started: float,
     ) -> Receipt:
         outcome: DownstreamResult | WritegateError
-        outcome = self.call_with_retries(spec, execution.args, execution.request_key)
+        with acting_for(identity):
+            outcome = self.call_with_retries(spec, execution.args, execution.request_key)
         self.step_hook("downstream_returned")
         with self.store.transaction() as tx:
             final = self.record(

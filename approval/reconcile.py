@@ -11,7 +11,8 @@ the downstream, and then
   (a straggling old worker using that key too is deduplicated by the downstream);
 - marks it `escalated` for a person when the answer stays ambiguous: the lookup keeps
   failing, the provider's record disagrees with ours, or the key is older than the
-  downstream keeps keys (a "never seen" would then prove nothing).
+  downstream keeps keys (a "never seen" would then prove nothing), or the tool has no
+  lookup at all (`has_lookup` False): then it is escalated at once, never re-sent.
 
 Every transition, the claim included, writes an audit row with event `reconcile`.
 Storage is behind `BacklogStore` (PostgreSQL: `checkpoints/ops.py`, where several
@@ -31,7 +32,7 @@ from writegate.approval.execution import Executor, RetryPolicy, default_owner, o
 from writegate.approval.models import AuditRecord, Execution, ExecutionStatus, Identity, Receipt
 from writegate.approval.outcomes import execution_outcome
 from writegate.approval.service import ApprovalService
-from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec
+from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, acting_for
 from writegate.approval.store import BacklogItem, BacklogStore, LedgerStore
 
 ACTOR = "system:reconciler"
@@ -156,8 +157,15 @@ class Reconciler:
             spec = self.service.tools.get(execution.operation)
         except KeyError:
             return self._escalate(item, {"reason": "unknown_operation"})
+        if (
+            not getattr(spec, "has_lookup", True)
+            and item.previous_status != ExecutionStatus.FAILED_RETRYABLE.value
+        ):
+            # Nobody can tell whether it applied: sending it again could do it twice.
+            return self._escalate(item, {"reason": "no_lookup"})
         try:
-            found = spec.lookup_downstream(execution.args, execution.request_key)
+            with acting_for(Identity(execution.subject, execution.tenant_id)):
+                found = spec.lookup_downstream(execution.args, execution.request_key)
         except Exception as exc:  # cannot tell: try later, then hand it to a person
             code = exc.code if isinstance(exc, WritegateError) else type(exc).__name__
             return self._defer(item, ExecutionStatus.UNKNOWN, code, "lookup_failed")
@@ -170,7 +178,8 @@ class Reconciler:
             return self._settle(item, found, "found")
         if item.age_seconds > self.policy.key_retention.total_seconds():
             return self._escalate(item, {"reason": "key_may_have_expired_downstream"})
-        outcome = self.executor.call_with_retries(spec, execution.args, execution.request_key)
+        with acting_for(Identity(execution.subject, execution.tenant_id)):
+            outcome = self.executor.call_with_retries(spec, execution.args, execution.request_key)
         self.step_hook("downstream_returned")
         return self._settle(item, outcome, "retried", spec)
 

@@ -8,6 +8,9 @@ and apply one operation.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -94,5 +97,32 @@ class ToolSpec(Protocol):
         ...
 
 
+# Optional hooks a spec may define, looked up with getattr by the protocol:
+#   freeze_scope(ctx, args) -> args   a batch freezes its exact resource set (service)
+#   risk_inputs(args) -> dict         extra inputs for the risk tier (service)
+#   has_lookup: bool                  False: `lookup_downstream` cannot answer, so an
+#                                     unknown outcome goes to a person, never re-sent
+
+
 class ToolLookup(Protocol):
     def get(self, name: str) -> ToolSpec: ...
+
+
+# Who a downstream call acts for. Set by the executor and the reconciler around the
+# downstream call only, so a tool that needs the user (to call an API on their behalf)
+# reads it there; outside that call it is None.
+_ACTING_FOR: ContextVar[Identity | None] = ContextVar("writegate_acting_for", default=None)
+
+
+@contextmanager
+def acting_for(identity: Identity) -> Iterator[None]:
+    token = _ACTING_FOR.set(identity)
+    try:
+        yield
+    finally:
+        _ACTING_FOR.reset(token)
+
+
+def acting_identity() -> Identity | None:
+    """The identity a downstream call runs for, or None outside one."""
+    return _ACTING_FOR.get()

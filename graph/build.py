@@ -21,7 +21,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from writegate.graph.model import build_chat_model
-from writegate.graph.nodes import Nodes
+from writegate.graph.nodes import SYSTEM_PROMPT, Nodes
 from writegate.graph.resolve import WritegateGraph
 from writegate.graph.runtime import Runtime
 from writegate.graph.write_branch import build_write_branch
@@ -32,11 +32,12 @@ def build_graph(
     *,
     model: Runnable[Any, Any] | None = None,
     checkpointer: BaseCheckpointSaver[Any] | bool | None = None,
+    system_prompt: str = SYSTEM_PROMPT,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the graph. Pass `checkpointer=runtime.checkpointer` for durable threads;
     leave it None under LangGraph Server, which supplies its own."""
     model = model or build_chat_model(runtime.registry.openai_tools())
-    nodes = Nodes(runtime, model)
+    nodes = Nodes(runtime, model, system_prompt)
     builder: Any = StateGraph(MessagesState)  # branch nodes take Send payloads
     builder.add_node("agent", nodes.agent)
     builder.add_node("read", nodes.read)

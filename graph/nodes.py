@@ -24,7 +24,7 @@ from writegate.graph.resolve import ends_turn
 from writegate.graph.runtime import Runtime
 from writegate.graph.settled import settled_updates
 
-__all__ = ["MissingIdentity", "Nodes", "identity_of", "thread_of"]
+__all__ = ["CallNodes", "MissingIdentity", "Nodes", "identity_of", "thread_of"]
 
 SYSTEM_PROMPT = (
     "You are a support assistant with tools. Read tools answer at once. Write tools "
@@ -41,28 +41,27 @@ SYSTEM_PROMPT = (
     "unclear, ask."
 )
 
+# The same rules for anyone's tools, without naming the demo's.
+LIBRARY_PROMPT = (
+    "You are an assistant with tools. Read tools answer at once. Write tools only PROPOSE "
+    "a change: a person sees an exact preview and decides. A write's result tells you what "
+    "really happened: a receipt with status 'succeeded', or an error code such as "
+    "declined, cancelled, revoked, proposal_expired or outcome_unknown. Never claim a "
+    "write happened without a receipt, and never re-propose something the user declined, "
+    "an approver revoked, or that is being reconciled."
+)
+
 
 def _request_of(call: Mapping[str, Any]) -> str:
     """A write call's name and arguments as one comparable string (key order aside)."""
     return json.dumps([call["name"], call["args"]], sort_keys=True, default=str)
 
 
-class Nodes:
-    def __init__(self, runtime: Runtime, model: Runnable[Any, Any]) -> None:
+class CallNodes:
+    """Routing and running one model turn's tool calls; the tool node is made of these."""
+
+    def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
-        self.model = model
-
-    # -- agent and routing ------------------------------------------------------------
-
-    def agent(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        identity = identity_of(config)  # fail before the model runs if identity is missing
-        if ends_turn(state["messages"]):
-            return {}  # marked resolved: the model reads it with the thread's next message
-        # Writes that were unknown and have been reconciled since: tell the model once.
-        news = settled_updates(self.rt.store, identity, state["messages"])
-        messages: list[AnyMessage] = [SystemMessage(SYSTEM_PROMPT), *state["messages"], *news]
-        reply = self.model.invoke(messages, config)
-        return {"messages": [*news, reply]}
 
     def route(self, state: dict[str, Any]) -> list[Send] | str:
         last = state["messages"][-1]
@@ -117,3 +116,24 @@ class Nodes:
         except WritegateError as exc:
             message = tool_error(call["id"], call["name"], exc)
         return {"messages": [message]}
+
+
+class Nodes(CallNodes):
+    """The agent graph's nodes: the model, plus the tool calls it makes."""
+
+    def __init__(
+        self, runtime: Runtime, model: Runnable[Any, Any], system_prompt: str = SYSTEM_PROMPT
+    ) -> None:
+        super().__init__(runtime)
+        self.model = model
+        self.system_prompt = system_prompt
+
+    def agent(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        identity = identity_of(config)  # fail before the model runs if identity is missing
+        if ends_turn(state["messages"]):
+            return {}  # marked resolved: the model reads it with the thread's next message
+        # Writes that were unknown and have been reconciled since: tell the model once.
+        news = settled_updates(self.rt.store, identity, state["messages"])
+        messages: list[AnyMessage] = [SystemMessage(self.system_prompt), *state["messages"], *news]
+        reply = self.model.invoke(messages, config)
+        return {"messages": [*news, reply]}

@@ -59,14 +59,17 @@ class Runtime:
         step_hook: Callable[[str], None] | None = None,
         clock: Callable[[], datetime] | None = None,
         max_connections: int = 10,
+        registry: Registry | None = None,
     ) -> Runtime:
+        """Open the database (set it up unless `setup=False`) and wire the services over
+        `registry`: the demo domain's tools unless given."""
         url = url or resolve_database_url()
         if setup:
             setup_database(url)  # idempotent and safe from many processes at once
         pool = open_pool(url, max_size=max_connections)
         store = PgLedgerStore(pool, clock=clock)
         provider = provider or default_provider(pool)
-        registry = default_registry(provider)
+        registry = registry if registry is not None else default_registry(provider)
         service = ApprovalService(store, registry, policy)
         executor = Executor(service, retry=retry, step_hook=step_hook, tombstones=PgTombstones())
         presented = PgPresentedQuestions(pool)

@@ -1,0 +1,34 @@
+"""`wg.tool_node()`: a drop-in for LangGraph's `ToolNode` that puts writes behind the gate.
+
+Given a messages state whose last message is the model's turn, it fans each tool call
+out to its own task (`Send`): reads run at once and are audited; each write goes
+through its own gate (propose -> interrupt -> execute), so several writes in one turn
+ask one question each, all pending at once, and a confirmed one runs without waiting
+for its siblings. Every call's answer comes back as a ToolMessage whose content is JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from writegate.graph.gate import WriteGate
+from writegate.graph.nodes import CallNodes
+from writegate.graph.runtime import Runtime
+
+
+def build_tool_node(
+    runtime: Runtime, name: str = "tools"
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Compiled without a checkpointer: as a node it shares its parent graph's."""
+    calls, gate = CallNodes(runtime), WriteGate(runtime)
+    builder: Any = StateGraph(MessagesState)  # the call nodes take Send payloads
+    builder.add_node("read", calls.read)
+    builder.add_node("write", gate.node)
+    builder.add_node("refuse", calls.refuse)
+    builder.add_conditional_edges(START, calls.route, ["read", "write", "refuse", END])
+    for branch in ("read", "write", "refuse"):
+        builder.add_edge(branch, END)
+    return builder.compile(name=name)

@@ -1,0 +1,138 @@
+"""`Writegate`: writegate as a library, in front of your own tools.
+
+    with Writegate.open(tools=[refund, get_order]) as wg:
+        builder.add_node("tools", wg.tool_node())        # your own StateGraph
+        graph = builder.compile(checkpointer=wg.checkpointer)
+        agent = wg.build_agent(model)                     # or writegate's whole agent
+
+It opens the database (DATABASE_URL, a local server, or the embedded default), sets
+up its tables, and wires the protocol over the tools given; ledgers and LangGraph's
+checkpoints share one pool and one database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.graph.state import CompiledStateGraph
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from writegate.approval.service import Policy
+from writegate.approval.spec import ToolSpec
+from writegate.graph.build import build_graph
+from writegate.graph.identity import identity_of, thread_of
+from writegate.graph.nodes import LIBRARY_PROMPT
+from writegate.graph.runtime import Runtime
+from writegate.graph.tool_node import build_tool_node
+from writegate.tools.kit import GuardedTool
+from writegate.tools.registry import Registry
+
+
+def spec_of(tool: Any) -> ToolSpec:
+    """The protocol's view of one tool given to `Writegate.open`."""
+    if isinstance(tool, GuardedTool):
+        spec: ToolSpec = tool.spec
+        return spec
+    if isinstance(tool, BaseTool):
+        raise TypeError(
+            f"{tool.name}: wrap it with write_tool(tool, side_effect=...) or read_tool(tool) "
+            "so writegate knows whether it changes anything"
+        )
+    if callable(getattr(tool, "normalize", None)) and hasattr(tool, "requires_approval"):
+        return tool  # already a ToolSpec (e.g. a writegate.tools.registry.Tool)
+    raise TypeError(f"not a tool: {tool!r}; decorate it with @write_tool or @read_tool")
+
+
+class Writegate:
+    """One database, the protocol's services over your tools, and the graph pieces."""
+
+    def __init__(self, runtime: Runtime, tools: list[Any]) -> None:
+        self.runtime = runtime
+        self.tools = tools
+
+    @classmethod
+    def open(
+        cls,
+        database_url: str | None = None,
+        *,
+        tools: Iterable[Any],
+        policy: Policy | None = None,
+        **options: Any,
+    ) -> Writegate:
+        """`database_url` None: resolved as the CLI does. `options` go to `Runtime.open`."""
+        given = list(tools)
+        registry = Registry(spec_of(tool) for tool in given)
+        runtime = Runtime.open(database_url, policy=policy, registry=registry, **options)
+        for tool in given:
+            if isinstance(tool, GuardedTool):
+                tool.attach(runtime.service, identity_of, thread_of)
+        return cls(runtime, given)
+
+    # -- checkpoints ------------------------------------------------------------------
+
+    @property
+    def checkpointer(self) -> PostgresSaver:
+        """LangGraph's Postgres saver on writegate's pool (its tables are set up)."""
+        return self.runtime.checkpointer
+
+    @asynccontextmanager
+    async def async_checkpointer(self, max_size: int = 10) -> AsyncIterator[AsyncPostgresSaver]:
+        """An `AsyncPostgresSaver` on the same database, for `ainvoke` / `astream`."""
+        pool: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
+            self.runtime.url,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            max_size=max_size,
+            open=False,
+        )
+        await pool.open(wait=True)
+        try:
+            yield AsyncPostgresSaver(pool)
+        finally:
+            await pool.close()
+
+    # -- graph pieces -----------------------------------------------------------------
+
+    def tool_node(self, name: str = "tools") -> CompiledStateGraph[Any, Any, Any, Any]:
+        """A drop-in for `ToolNode` in your StateGraph: reads run, writes ask first."""
+        return build_tool_node(self.runtime, name)
+
+    def build_agent(
+        self,
+        model: Runnable[Any, Any],
+        *,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
+        system_prompt: str = LIBRARY_PROMPT,
+    ) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """writegate's whole agent graph over your tools, with `model` bound to them.
+
+        `checkpointer` defaults to `self.checkpointer`; pass the one from
+        `async_checkpointer()` to run it with `ainvoke` / `astream`.
+        """
+        bind = getattr(model, "bind_tools", None)
+        bound = bind(self.runtime.registry.openai_tools()) if callable(bind) else model
+        return build_graph(
+            self.runtime,
+            model=bound,
+            checkpointer=checkpointer or self.checkpointer,
+            system_prompt=system_prompt,
+        )
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.runtime.close()
+
+    def __enter__(self) -> Writegate:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,126 @@
+"""A user's own tools, declared only through the public API, and a hand-built graph.
+
+`pay` stands for any downstream with idempotency keys: `LEDGER` is its record, keyed
+by request key, so a test counts effects by the account it made up for itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import tools_condition
+
+from writegate import (
+    Identity,
+    NotFound,
+    PreviewField,
+    ToolPreview,
+    Writegate,
+    read_tool,
+    write_tool,
+)
+from writegate.graph.scripted import ScriptedChatModel
+
+LEDGER: dict[str, dict[str, Any]] = {}  # the downstream's record: request key -> payment
+OWNERS: dict[str, str] = {}  # account -> user allowed to pay into it
+SEEN: list[Identity] = []  # who each validation ran for
+TENANT = "tenant_lib"
+USER = "user_lib"
+
+
+def new_account(owner: str = USER) -> str:
+    account = f"acct_{secrets.token_hex(4)}"
+    OWNERS[account] = owner
+    return account
+
+
+def payments(account: str) -> int:
+    return sum(1 for entry in LEDGER.values() if entry["account"] == account)
+
+
+def _owned(args: dict[str, Any], identity: Identity) -> int:
+    SEEN.append(identity)
+    if OWNERS.get(args["account"]) != identity.user_id:
+        raise NotFound("no such account for this user", account=args["account"])
+    return 1
+
+
+def _preview(args: dict[str, Any]) -> ToolPreview:
+    amount = args["cents"]
+    return ToolPreview(
+        fields=[
+            PreviewField("account", args["account"]),
+            PreviewField("cents", amount, f"{amount / 100:.2f} EUR"),
+        ],
+        impact=f"{amount / 100:.2f} EUR leave the company account.",
+    )
+
+
+@write_tool(
+    side_effect="external",
+    resource=lambda args: f"account:{args['account']}",
+    preview=_preview,
+    validate=_owned,
+    lookup=lambda args, key: LEDGER.get(key),
+)
+def pay(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
+    """Pay an amount into one of the user's accounts.
+
+    Args:
+        account: The account id, e.g. acct_1234.
+        cents: Amount in cents, an integer > 0.
+    """
+    LEDGER.setdefault(request_key, {"account": account, "cents": cents})
+    return {"status": "paid", **LEDGER[request_key]}
+
+
+@read_tool
+def balance(account: str, *, identity: Identity) -> dict[str, Any]:
+    """The number of payments made into one of the user's accounts.
+
+    Args:
+        account: The account id.
+    """
+    if OWNERS.get(account) != identity.user_id:
+        raise NotFound("no such account for this user", account=account)
+    return {"account": account, "payments": payments(account)}
+
+
+def tool_call(name: str, **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": f"call_{secrets.token_hex(4)}", "type": "tool_call"}
+
+
+def scripted(*turns: list[dict[str, Any]] | str) -> ScriptedChatModel:
+    return ScriptedChatModel(
+        script=[
+            AIMessage(turn) if isinstance(turn, str) else AIMessage("", tool_calls=turn)
+            for turn in turns
+        ]
+    )
+
+
+def hand_built(wg: Writegate, model: ScriptedChatModel, checkpointer: Any = None) -> Any:
+    """The plainest LangGraph agent, with `wg.tool_node()` where a ToolNode would be.
+
+    With an (async) `checkpointer` given, the agent node is async too."""
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    async def aagent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", aagent if checkpointer is not None else agent)
+    builder.add_node("tools", wg.tool_node())
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer or wg.checkpointer)
+
+
+def run_config(thread: str, user: str = USER) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "user_id": user, "tenant_id": TENANT}}

@@ -1,0 +1,113 @@
+"""The public tool kit without a database: schemas, declaration errors, refusals."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+import pytest
+from langchain_core.messages import AIMessage
+from langchain_core.tools import InjectedToolArg, tool
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+
+from writegate import read_tool, write_tool
+
+CALLS: list[dict[str, Any]] = []
+
+
+@write_tool(side_effect="reversible")
+def set_status(ticket: str, status: Literal["open", "closed"], *, request_key: str) -> dict:
+    """Set the status of one ticket.
+
+    Args:
+        ticket: The ticket id.
+        status: The new status.
+    """
+    CALLS.append({"ticket": ticket, "status": status, "request_key": request_key})
+    return {"ticket": ticket, "status": status}
+
+
+def test_schema_comes_from_the_type_hints_and_the_docstring() -> None:
+    schema = set_status.spec.json_schema()
+    assert schema == {
+        "type": "object",
+        "description": "Set the status of one ticket.",
+        "properties": {
+            "ticket": {"type": "string", "description": "The ticket id."},
+            "status": {
+                "type": "string",
+                "enum": ["open", "closed"],
+                "description": "The new status.",
+            },
+        },
+        "required": ["ticket", "status"],
+        "additionalProperties": False,
+    }
+    assert set_status.description == "Set the status of one ticket."
+    assert "request_key" not in set_status.tool_call_schema.model_fields
+
+
+def test_a_write_tool_refuses_to_run_when_invoked_directly() -> None:
+    answer = json.loads(set_status.invoke({"ticket": "t1", "status": "closed"}))
+    assert answer["code"] == "unprotected" and answer["retryable"] is False
+    assert CALLS == []
+
+
+def test_a_write_tool_refuses_to_run_in_a_plain_tool_node() -> None:
+    call = {"name": "set_status", "args": {"ticket": "t1", "status": "closed"}, "id": "c1"}
+    builder = StateGraph(MessagesState)
+    builder.add_node("tools", ToolNode([set_status]))
+    builder.add_edge(START, "tools")
+    out = builder.compile().invoke({"messages": [AIMessage("", tool_calls=[call])]})
+    message = out["messages"][-1]
+    assert message.status == "error"
+    assert json.loads(message.content)["code"] == "unprotected"
+    assert CALLS == []
+
+
+def test_a_read_tool_not_registered_with_writegate_refuses_too() -> None:
+    @read_tool
+    def peek(ticket: str) -> dict:
+        """Peek at a ticket."""
+        raise AssertionError("must not run unaudited")
+
+    assert json.loads(peek.invoke({"ticket": "t1"}))["code"] == "unprotected"
+
+
+def test_a_write_function_must_take_the_request_key() -> None:
+    with pytest.raises(TypeError, match="request_key"):
+
+        @write_tool(side_effect="external")
+        def send(to: str) -> None:
+            """Send."""
+
+
+def test_a_write_tool_needs_a_side_effect() -> None:
+    with pytest.raises(ValueError, match="side effect"):
+        write_tool(side_effect="none")
+
+
+def test_a_langchain_tool_is_wrapped_with_its_injected_request_key_hidden() -> None:
+    @tool
+    def mail(to: str, request_key: Annotated[str, InjectedToolArg]) -> str:
+        """Send one mail.
+
+        Args:
+            to: The address.
+        """
+        return f"sent to {to} as {request_key}"
+
+    wrapped = write_tool(mail, side_effect="external")
+    assert wrapped.spec.json_schema()["properties"] == {"to": {"type": "string"}}
+    assert json.loads(wrapped.invoke({"to": "a@b.c"}))["code"] == "unprotected"
+
+
+def test_a_langchain_tool_that_lets_the_model_set_the_key_is_refused() -> None:
+    @tool
+    def mail(to: str, request_key: str) -> str:
+        """Send one mail."""
+        return to
+
+    with pytest.raises(TypeError, match="InjectedToolArg"):
+        write_tool(mail, side_effect="external")

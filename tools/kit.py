@@ -1,0 +1,141 @@
+"""`write_tool` and `read_tool`: protect anyone's tool with writegate's protocol.
+
+What they return is a LangChain `BaseTool` (so it goes into `Writegate.open(tools=...)`,
+an agent's tool list or a `ToolNode` alike) that carries its protocol adapter as
+`.spec`. Called outside writegate (a plain `ToolNode`, `.invoke` directly) a write tool
+refuses with a structured `unprotected` error and runs nothing: only the executor runs
+its function, after a person confirmed. A read tool runs once it is registered with a
+Writegate, audited like every call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, ToolException
+from pydantic import Field
+
+from writegate.approval.errors import Unprotected, WritegateError
+from writegate.approval.models import Identity, SideEffect
+from writegate.approval.service import ApprovalService
+from writegate.tools.kit_args import from_function, from_langchain
+from writegate.tools.kit_spec import CallableTool, Lookup, Resource, ToolPreview, Validator
+
+# How a registered read tool learns who calls it: the graph layer hands these in.
+Identify = Callable[[RunnableConfig], Identity]
+ThreadOf = Callable[[RunnableConfig], str]
+
+
+def _content(body: dict[str, Any]) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _refusal(exc: WritegateError) -> ToolException:
+    return ToolException(_content(exc.to_dict()))
+
+
+class GuardedTool(BaseTool):
+    """A LangChain tool whose calls go through writegate; `.spec` is its protocol view."""
+
+    spec: Any = Field(exclude=True)
+    handle_tool_error: bool = True  # a refusal becomes an error ToolMessage, not a crash
+    binding: Any = Field(default=None, exclude=True)
+
+    def attach(self, service: ApprovalService, identify: Identify, thread_of: ThreadOf) -> None:
+        """Registered with a Writegate: reads run (audited) through its service."""
+        self.binding = (service, identify, thread_of)
+
+    def _run(self, *, config: RunnableConfig, **kwargs: Any) -> str:
+        spec: CallableTool = self.spec
+        if spec.requires_approval or self.binding is None:
+            raise _refusal(Unprotected(tool=self.name))
+        service, identify, thread_of = self.binding
+        raw = spec.args_model.model_validate(kwargs).model_dump(mode="json")
+        try:
+            result = service.read(identify(config), self.name, raw, thread_id=thread_of(config))
+        except WritegateError as exc:
+            raise _refusal(exc) from None
+        return _content(result if "status" in result else {"status": "ok", **result})
+
+
+def _declare(
+    target: Callable[..., Any] | BaseTool,
+    name: str | None,
+    effect: SideEffect,
+    hooks: dict[str, Any],
+) -> GuardedTool:
+    write = effect is not SideEffect.NONE
+    if isinstance(target, BaseTool):
+        tool_name = name or target.name
+        model, description, run = from_langchain(target, write=write)
+    else:
+        tool_name = name or target.__name__
+        model, description, run = from_function(target, tool_name, write=write)
+    spec = CallableTool(
+        name=tool_name,
+        description=description,
+        args_model=model,
+        side_effect=effect,
+        run=run,
+        **hooks,
+    )
+    return GuardedTool(name=tool_name, description=description, args_schema=model, spec=spec)
+
+
+def write_tool(
+    func: Callable[..., Any] | BaseTool | None = None,
+    /,
+    *,
+    side_effect: str | SideEffect,
+    resource: Resource | None = None,
+    preview: Callable[[dict[str, Any]], ToolPreview] | None = None,
+    validate: Validator | None = None,
+    lookup: Lookup | None = None,
+    name: str | None = None,
+) -> Any:
+    """Declare a write tool: proposed, shown, confirmed by a person, run at most once.
+
+    Use as `@write_tool(side_effect="external", ...)` on a function taking its
+    arguments plus `*, request_key: str` (and optionally `identity`), or as
+    `write_tool(langchain_tool, side_effect=...)`.
+
+    - `side_effect`: "reversible", "irreversible" or "external".
+    - `resource(args) -> str`: the target, e.g. "order:ord_1" (default: the tool name).
+    - `preview(args) -> ToolPreview`: fields and impact (default: each argument as is).
+    - `validate(args, identity) -> int`: ownership and current state; returns the
+      version it saw, or raises NotFound / StateChanged / ValidationFailed. Runs when
+      proposed and again right before execution: another version refuses the write.
+    - `lookup(args, request_key) -> dict | None`: did this key apply downstream? The
+      result if so, None if never seen. Without it, an unknown outcome (a timeout, a
+      lost answer) is escalated to a person and never sent again.
+
+    The function raising a writegate error (e.g. StateChanged) means "did not apply";
+    any other exception means "may have applied", and the outcome becomes unknown.
+    """
+    effect = SideEffect(side_effect)
+    if effect is SideEffect.NONE:
+        raise ValueError("a write tool's side effect is reversible, irreversible or external")
+
+    def wrap(target: Callable[..., Any] | BaseTool) -> GuardedTool:
+        hooks = {"resource": resource, "preview": preview, "validate": validate, "lookup": lookup}
+        return _declare(target, name, effect, hooks)
+
+    return wrap if func is None else wrap(func)
+
+
+def read_tool(
+    func: Callable[..., Any] | BaseTool | None = None, /, *, name: str | None = None
+) -> Any:
+    """Declare a read tool: it runs at once, and every call is audited.
+
+    Use as `@read_tool` (or `@read_tool(name=...)`) on a function, which may take a
+    keyword-only `identity` to scope what it reads, or as `read_tool(langchain_tool)`.
+    """
+
+    def wrap(target: Callable[..., Any] | BaseTool) -> GuardedTool:
+        return _declare(target, name, SideEffect.NONE, {})
+
+    return wrap if func is None else wrap(func)

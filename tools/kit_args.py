@@ -1,0 +1,99 @@
+"""A tool's arguments from its function or its LangChain tool, and how to call it.
+
+The model sees a strict schema (closed object, every field required) built from the
+type hints and the Google-style docstring. Two keyword-only parameters are filled by
+writegate, never by the model: `request_key` (a write's idempotency key, to pass
+downstream) and `identity` (who the call acts for, from the host's run context).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.tools import BaseTool, create_schema_from_function
+from pydantic import BaseModel, create_model
+
+from writegate.approval.models import Identity
+from writegate.tools.kit_spec import Runner
+from writegate.tools.registry import StrictArgs
+
+INJECTED = ("request_key", "identity")
+
+
+def strict_model(name: str, source: type[BaseModel], doc: str | None) -> type[StrictArgs]:
+    """The same fields on `StrictArgs`: no extra keys, no coercion, trimmed strings."""
+    fields: dict[str, Any] = {
+        key: (info.annotation, info)
+        for key, info in source.model_fields.items()
+        if key not in INJECTED
+    }
+    model: type[StrictArgs] = create_model(name, __base__=StrictArgs, __doc__=doc, **fields)
+    return model
+
+
+def from_function(
+    func: Callable[..., Any], name: str, *, write: bool
+) -> tuple[type[StrictArgs], str, Runner]:
+    """Argument model, description and runner of a plain (sync or async) function."""
+    params = inspect.signature(func).parameters
+    for key in INJECTED:
+        if key in params and params[key].kind is not inspect.Parameter.KEYWORD_ONLY:
+            raise TypeError(f"{name}: `{key}` must be keyword-only (put it after `*`)")
+    if write and "request_key" not in params:
+        raise TypeError(
+            f"{name}: a write tool takes `*, request_key: str` and passes it downstream "
+            "as the idempotency key"
+        )
+    if not write and "request_key" in params:
+        raise TypeError(f"{name}: a read tool has no request key")
+    source = create_schema_from_function(
+        name, func, filter_args=list(INJECTED), parse_docstring=True
+    )
+    assert issubclass(source, BaseModel)  # pydantic v2: what create_schema_from_function makes
+    description = (source.__doc__ or "").strip() or name
+    model = strict_model(name, source, description)
+    wants = {key for key in INJECTED if key in params}
+
+    def run(typed: StrictArgs, request_key: str | None, identity: Identity) -> Any:
+        kwargs = {key: getattr(typed, key) for key in model.model_fields}
+        if "request_key" in wants:
+            kwargs["request_key"] = request_key
+        if "identity" in wants:
+            kwargs["identity"] = identity
+        if inspect.iscoroutinefunction(func):  # we run in a worker thread, off any loop
+            return asyncio.run(func(**kwargs))
+        return func(**kwargs)
+
+    return model, description, run
+
+
+def from_langchain(tool: BaseTool, *, write: bool) -> tuple[type[StrictArgs], str, Runner]:
+    """Argument model, description and runner of an existing LangChain tool.
+
+    The request key reaches the tool as its `request_key` argument when it declares one
+    (annotated `InjectedToolArg`, so the model never sees it), and always as
+    `config["configurable"]["request_key"]`, beside `user_id` and `tenant_id`.
+    """
+    visible = tool.tool_call_schema
+    if not (isinstance(visible, type) and issubclass(visible, BaseModel)):
+        raise TypeError(f"{tool.name}: wrap a tool whose arguments are a pydantic model")
+    if "request_key" in visible.model_fields:
+        raise TypeError(
+            f"{tool.name}: annotate `request_key` as InjectedToolArg so the model cannot set it"
+        )
+    takes_key = "request_key" in getattr(tool.get_input_schema(), "model_fields", {})
+    model = strict_model(tool.name, visible, tool.description)
+
+    def run(typed: StrictArgs, request_key: str | None, identity: Identity) -> Any:
+        kwargs: dict[str, Any] = {key: getattr(typed, key) for key in model.model_fields}
+        if takes_key and write:
+            kwargs["request_key"] = request_key
+        configurable = {"user_id": identity.user_id, "tenant_id": identity.tenant_id}
+        if write:
+            configurable["request_key"] = str(request_key)
+        return tool.invoke(kwargs, config={"configurable": configurable})
+
+    return model, tool.description, run
