@@ -25,8 +25,6 @@ from langgraph.prebuilt import tools_condition
 from langgraph.types import Command
 
 from writegate import PreviewField, ToolPreview, Writegate, write_tool
-from writegate.approval.reconcile import Reconciler
-from writegate.checkpoints.ops import PgBacklog
 
 # -- a stand-in for someone's payments API ----------------------------------------------
 
@@ -153,7 +151,7 @@ def build(wg: Writegate, model: BaseChatModel) -> CompiledStateGraph[Any, Any, A
 
 def settle(wg: Writegate) -> list[Any]:
     """One reconcile pass: unknown outcomes looked up by their request keys."""
-    return Reconciler(wg.runtime.service, PgBacklog(wg.runtime.pool)).drain()
+    return wg.reconciler().drain()
 
 
 def main() -> None:

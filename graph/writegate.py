@@ -26,8 +26,10 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from writegate.approval.reconcile import Reconciler
 from writegate.approval.service import Policy
 from writegate.approval.spec import ToolSpec
+from writegate.checkpoints.ops import PgBacklog
 from writegate.graph.build import build_graph
 from writegate.graph.identity import identity_of, thread_of
 from writegate.graph.nodes import LIBRARY_PROMPT
@@ -125,6 +127,11 @@ class Writegate:
             checkpointer=checkpointer or self.checkpointer,
             system_prompt=system_prompt,
         )
+
+    def reconciler(self, **options: Any) -> Reconciler:
+        """Settles this database's unknown outcomes with these tools' lookups; call
+        `.drain()` or `.run_once()` on a schedule. `options` go to `Reconciler`."""
+        return Reconciler(self.runtime.service, PgBacklog(self.runtime.pool), **options)
 
     # -- lifetime ---------------------------------------------------------------------
 

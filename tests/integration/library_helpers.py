@@ -7,6 +7,7 @@ by request key, so a test counts effects by the account it made up for itself.
 from __future__ import annotations
 
 import secrets
+import threading
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -27,6 +28,7 @@ from writegate.graph.scripted import ScriptedChatModel
 LEDGER: dict[str, dict[str, Any]] = {}  # the downstream's record: request key -> payment
 OWNERS: dict[str, str] = {}  # account -> user allowed to pay into it
 SEEN: list[Identity] = []  # who each validation ran for
+THREADS: list[int] = []  # which thread each validation ran on
 TENANT = "tenant_lib"
 USER = "user_lib"
 
@@ -43,6 +45,7 @@ def payments(account: str) -> int:
 
 def _owned(args: dict[str, Any], identity: Identity) -> int:
     SEEN.append(identity)
+    THREADS.append(threading.get_ident())
     if OWNERS.get(args["account"]) != identity.user_id:
         raise NotFound("no such account for this user", account=args["account"])
     return 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from langgraph.types import Command
 from tests.integration.library_helpers import (
     SEEN,
     TENANT,
+    THREADS,
     USER,
     balance,
     hand_built,
@@ -192,6 +194,7 @@ def test_build_agent_runs_writegates_graph_over_a_user_tool(wg: Writegate) -> No
 
 
 async def _tool_node_async(wg: Writegate, account: str) -> dict[str, Any]:
+    loop_thread, validations = threading.get_ident(), len(THREADS)
     model = scripted([tool_call("pay", account=account, cents=300)], "ok")
     async with wg.async_checkpointer() as saver:
         graph, config = hand_built(wg, model, checkpointer=saver), run_config(thread())
@@ -199,6 +202,8 @@ async def _tool_node_async(wg: Writegate, account: str) -> dict[str, Any]:
         assert payments(account) == 0
         chunks = [c async for c in graph.astream(Command(resume=confirm(interrupt)), config)]
         assert chunks
+        # The ledger and the tool's validator ran off the event loop's thread.
+        assert len(THREADS) > validations and loop_thread not in THREADS[validations:]
         return dict((await graph.aget_state(config)).values)
 
 
