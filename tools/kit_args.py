@@ -23,14 +23,14 @@ from writegate.tools.registry import StrictArgs
 INJECTED = ("request_key", "identity")
 
 
-def strict_model(name: str, source: type[BaseModel], doc: str | None) -> type[StrictArgs]:
+def strict_model(name: str, source: type[BaseModel]) -> type[StrictArgs]:
     """The same fields on `StrictArgs`: no extra keys, no coercion, trimmed strings."""
     fields: dict[str, Any] = {
         key: (info.annotation, info)
         for key, info in source.model_fields.items()
         if key not in INJECTED
     }
-    model: type[StrictArgs] = create_model(name, __base__=StrictArgs, __doc__=doc, **fields)
+    model: type[StrictArgs] = create_model(name, __base__=StrictArgs, **fields)
     return model
 
 
@@ -53,8 +53,8 @@ def from_function(
         name, func, filter_args=list(INJECTED), parse_docstring=True
     )
     assert issubclass(source, BaseModel)  # pydantic v2: what create_schema_from_function makes
-    description = (source.__doc__ or "").strip() or name
-    model = strict_model(name, source, description)
+    description = " ".join((source.__doc__ or "").split()) or name
+    model = strict_model(name, source)
     wants = {key for key in INJECTED if key in params}
 
     def run(typed: StrictArgs, request_key: str | None, identity: Identity) -> Any:
@@ -85,7 +85,7 @@ def from_langchain(tool: BaseTool, *, write: bool) -> tuple[type[StrictArgs], st
             f"{tool.name}: annotate `request_key` as InjectedToolArg so the model cannot set it"
         )
     takes_key = "request_key" in getattr(tool.get_input_schema(), "model_fields", {})
-    model = strict_model(tool.name, visible, tool.description)
+    model = strict_model(tool.name, visible)
 
     def run(typed: StrictArgs, request_key: str | None, identity: Identity) -> Any:
         kwargs: dict[str, Any] = {key: getattr(typed, key) for key in model.model_fields}

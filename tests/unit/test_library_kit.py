@@ -32,7 +32,6 @@ def test_schema_comes_from_the_type_hints_and_the_docstring() -> None:
     schema = set_status.spec.json_schema()
     assert schema == {
         "type": "object",
-        "description": "Set the status of one ticket.",
         "properties": {
             "ticket": {"type": "string", "description": "The ticket id."},
             "status": {
