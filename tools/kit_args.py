@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, create_schema_from_function
 from pydantic import BaseModel, create_model
 
@@ -94,6 +95,9 @@ def from_langchain(tool: BaseTool, *, write: bool) -> tuple[type[StrictArgs], st
         configurable = {"user_id": identity.user_id, "tenant_id": identity.tenant_id}
         if write:
             configurable["request_key"] = str(request_key)
-        return tool.invoke(kwargs, config={"configurable": configurable})
+        config: RunnableConfig = {"configurable": configurable}
+        if getattr(tool, "func", True) is None:  # an async-only tool: we run off any loop
+            return asyncio.run(tool.ainvoke(kwargs, config=config))
+        return tool.invoke(kwargs, config=config)
 
     return model, tool.description, run

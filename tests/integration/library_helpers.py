@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import secrets
 import threading
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import InjectedToolArg, tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 
@@ -69,14 +71,14 @@ def _preview(args: dict[str, Any]) -> ToolPreview:
     validate=_owned,
     lookup=lambda args, key: LEDGER.get(key),
 )
-def pay(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
+def pay(account: str, cents: int, *, request_key: str, identity: Identity) -> dict[str, Any]:
     """Pay an amount into one of the user's accounts.
 
     Args:
         account: The account id, e.g. acct_1234.
         cents: Amount in cents, an integer > 0.
     """
-    LEDGER.setdefault(request_key, {"account": account, "cents": cents})
+    LEDGER.setdefault(request_key, {"account": account, "cents": cents, "by": identity.user_id})
     return {"status": "paid", **LEDGER[request_key]}
 
 
@@ -90,6 +92,23 @@ def balance(account: str, *, identity: Identity) -> dict[str, Any]:
     if OWNERS.get(account) != identity.user_id:
         raise NotFound("no such account for this user", account=account)
     return {"account": account, "payments": payments(account)}
+
+
+@tool
+async def _notify(
+    account: str, request_key: Annotated[str, InjectedToolArg], config: RunnableConfig
+) -> dict[str, Any]:
+    """Notify the owner of an account.
+
+    Args:
+        account: The account id.
+    """
+    user = config["configurable"]["user_id"]
+    LEDGER.setdefault(request_key, {"account": account, "notified": user})
+    return {"status": "sent", "key_seen": request_key}
+
+
+notify = write_tool(_notify, side_effect="external", name="notify")  # an existing LangChain tool
 
 
 def tool_call(name: str, **args: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from tests.integration.library_helpers import (
     balance,
     hand_built,
     new_account,
+    notify,
     pay,
     payments,
     run_config,
@@ -35,7 +36,7 @@ AUDIT_SQL = "SELECT event, status FROM wg_audit WHERE thread_id = %s AND tool_na
 
 @pytest.fixture(scope="module")
 def wg(create_database: Callable[[], str]) -> Iterator[Writegate]:
-    with Writegate.open(create_database(), tools=[pay, balance]) as gate:
+    with Writegate.open(create_database(), tools=[pay, balance, notify]) as gate:
         yield gate
 
 
@@ -91,6 +92,7 @@ def test_confirm_runs_once_and_a_replay_from_the_checkpoint_sends_nothing_more(
     receipt = last_tool(out)
     assert receipt["status"] == "succeeded"
     assert receipt["result"]["cents"] == 1250
+    assert receipt["result"]["by"] == USER  # the function acted for the confirmed user
     assert receipt["request_key"].startswith(f"pay:{TENANT}:account:{account}:")
     # Resuming the old checkpoint again re-runs the tool node from its start.
     again = graph.invoke(Command(resume=confirm(interrupt)), waiting)
@@ -239,3 +241,18 @@ def test_the_user_is_never_taken_from_the_resume(wg: Writegate) -> None:
     assert asked(out)[0].value["error"]["code"] == "invalid_decision"
     assert payments(account) == 0
     assert config["configurable"]["user_id"] == USER
+
+
+def test_a_wrapped_langchain_tool_gets_its_request_key_only_after_confirmation(
+    wg: Writegate,
+) -> None:
+    account = new_account()
+    graph = hand_built(wg, scripted([tool_call("notify", account=account)], "ok"))
+    config = run_config(thread())
+    (interrupt,) = asked(graph.invoke({"messages": [HumanMessage("notify")]}, config))
+    assert "request_key" not in interrupt.value["args"]
+    assert payments(account) == 0
+    receipt = last_tool(graph.invoke(Command(resume=confirm(interrupt)), config))
+    assert receipt["status"] == "succeeded"
+    assert receipt["result"] == {"status": "sent", "key_seen": receipt["request_key"]}
+    assert payments(account) == 1
