@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 from tests.integration.library_helpers import (
@@ -255,3 +257,21 @@ def test_a_wrapped_langchain_tool_gets_its_request_key_only_after_confirmation(
     assert receipt["status"] == "succeeded"
     assert receipt["result"] == {"status": "sent", "key_seen": receipt["request_key"]}
     assert payments(account) == 1
+
+
+def test_a_registered_read_tool_runs_audited_even_in_a_plain_tool_node(wg: Writegate) -> None:
+    account, thread_id = new_account(), thread()
+    builder = StateGraph(MessagesState)
+    builder.add_node("tools", ToolNode([balance, pay]))
+    builder.add_edge(START, "tools")
+    calls = [tool_call("balance", account=account), tool_call("pay", account=account, cents=1)]
+    out = builder.compile().invoke(
+        {"messages": [AIMessage("", tool_calls=calls)]}, run_config(thread_id)
+    )
+    read, write = (json.loads(str(m.content)) for m in out["messages"][-2:])
+    assert read == {"status": "ok", "account": account, "payments": 0}
+    assert write["code"] == "unprotected"  # a write still only runs behind the gate
+    assert payments(account) == 0
+    with wg.runtime.pool.connection() as conn:
+        rows = conn.execute(AUDIT_SQL, (thread_id, "balance")).fetchall()
+    assert [(row["event"], row["status"]) for row in rows] == [("read", "succeeded")]
