@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -110,3 +112,14 @@ def test_a_langchain_tool_that_lets_the_model_set_the_key_is_refused() -> None:
 
     with pytest.raises(TypeError, match="InjectedToolArg"):
         write_tool(mail, side_effect="external")
+
+
+def test_the_public_names_import_without_the_servers() -> None:
+    probe = (
+        "import sys\n"
+        "from writegate import *\n"
+        "from writegate import Writegate, write_tool, read_tool\n"
+        "print(sorted({'fastapi', 'mcp', 'uvicorn'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
