@@ -235,3 +235,11 @@ def fault_tally(
         path = tmp_path_factory.getbasetemp() / "fault_injection_summary.json"
         manager.register(_SummaryPlugin(path), "writegate-fault-tally")
     yield TALLY
+
+
+def fault_line(name: str, operations: int, faults: int, check: dict[str, int]) -> str:
+    """The one line each database-fault scenario prints (docs/operations.md quotes them)."""
+    return (
+        f"fault {name}: operations {operations}, faults injected {faults}, "
+        f"effects {check['effects']}, duplicates {check['duplicates']}, lost {check['lost']}"
+    )
