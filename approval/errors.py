@@ -237,6 +237,18 @@ class RevokeTooLate(WritegateError):
     default_message = "execution already started; a revocation cannot undo it"
 
 
+def database_unavailable() -> TemporarilyUnavailable:
+    """The database is out of reach for the moment (a cut, a restart): retry the same call."""
+    return TemporarilyUnavailable(
+        "the database is unavailable for the moment; retry shortly", dependency="database"
+    )
+
+
+def is_database_outage(exc: WritegateError) -> bool:
+    """True for `database_unavailable()`, as opposed to a downstream's 503."""
+    return isinstance(exc, TemporarilyUnavailable) and exc.details.get("dependency") == "database"
+
+
 RETRYABLE_CODES = frozenset({"upstream_timeout", "temporarily_unavailable", "rate_limited"})
 # An execution that answered with one of these is not over: the executor's retries or
 # the reconciler finish it with the same request key. Proposing it again could pay twice.

@@ -39,6 +39,7 @@ from writegate.approval.errors import (
     TokenReplaced,
     TokenUnknown,
     WritegateError,
+    is_database_outage,
 )
 from writegate.approval.models import (
     AuditRecord,
@@ -131,7 +132,8 @@ class Executor:
             self._audit_refusal(identity, token or "", proposal_id, operation, refusal, started)
             raise refusal from None
         except WritegateError as exc:
-            self._audit_refusal(identity, token or "", proposal_id, operation, exc, started)
+            if not is_database_outage(exc):  # its audit row could not be written either
+                self._audit_refusal(identity, token or "", proposal_id, operation, exc, started)
             raise
         self.step_hook("claimed")
         if execution.status is ExecutionStatus.SUCCEEDED:

@@ -28,6 +28,7 @@ from writegate.approval.models import (
     TokenStatus,
 )
 from writegate.checkpoints import ledger_sql as sql
+from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool
 
 _JSON_FIELDS = ("args", "preview", "result", "arguments", "risk")
@@ -224,7 +225,10 @@ class PgLedgerStore:
 
     @contextmanager
     def transaction(self) -> Iterator[PgLedgerTx]:
-        with self.pool.connection() as conn, conn.transaction():
+        # A database outage leaves here as `TemporarilyUnavailable`: the transaction
+        # was rolled back (or, if the cut hit its COMMIT, may have committed; every
+        # caller's retry is safe either way, see docs/operations.md).
+        with outage_mapped(), self.pool.connection() as conn, conn.transaction():
             yield PgLedgerTx(conn, self.clock)
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:

@@ -17,6 +17,8 @@ from writegate.checkpoints.database import CONNECT_TIMEOUT_S, DatabaseUnavailabl
 Pool = ConnectionPool[Connection[DictRow]]
 
 OPEN_TIMEOUT_S = 10.0
+# How long a caller waits for a connection before it is told `temporarily_unavailable`.
+CHECKOUT_TIMEOUT_S = 10.0
 
 
 def _check_alive(conn: Connection[DictRow]) -> None:
@@ -26,7 +28,9 @@ def _check_alive(conn: Connection[DictRow]) -> None:
     conn.execute("", prepare=False)
 
 
-def open_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> Pool:
+def open_pool(
+    url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = CHECKOUT_TIMEOUT_S
+) -> Pool:
     """Open a pool on ``url`` and wait until its first connections are ready.
 
     Raises ``DatabaseUnavailable`` with the server's own reason when the
@@ -41,6 +45,16 @@ def open_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> Pool:
     except psycopg.OperationalError as err:
         raise DatabaseUnavailable(f"Cannot connect to {where}: {err}".strip()) from err
 
+    def check(conn: Connection[DictRow]) -> None:
+        try:
+            _check_alive(conn)
+        except psycopg.OperationalError:
+            # A dead connection usually means a restart or a cut took its idle siblings too.
+            # Drop them all now: the pool backs off 1, 2, 4 ... s before each further
+            # check, so finding them one at a time would hold the caller for seconds.
+            pool.drain()
+            raise
+
     pool: Pool = ConnectionPool(
         url,
         connection_class=Connection[DictRow],
@@ -48,8 +62,9 @@ def open_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> Pool:
         min_size=min_size,
         max_size=max_size,
         open=False,
+        timeout=timeout,
         # A server restart leaves dead connections in the pool; test on checkout.
-        check=_check_alive,
+        check=check,
         name="writegate",
     )
     try:

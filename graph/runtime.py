@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from langgraph.checkpoint.postgres import PostgresSaver
-
 from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.service import ApprovalService, Policy
 from writegate.approval.store import PresentedQuestions
@@ -23,6 +21,7 @@ from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.ops import PgTombstones
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.checkpoints.presented import PgPresentedQuestions
+from writegate.checkpoints.saver import Saver
 from writegate.tools.domain import default_registry
 from writegate.tools.provider import ProviderClient, SimulatedProvider
 from writegate.tools.provider_http import HttpProvider
@@ -45,7 +44,7 @@ class Runtime:
     service: ApprovalService
     executor: Executor
     presented: PresentedQuestions
-    _saver: PostgresSaver | None = field(default=None, repr=False)
+    _saver: Saver | None = field(default=None, repr=False)
 
     @classmethod
     def open(
@@ -76,10 +75,11 @@ class Runtime:
         return cls(url, pool, store, registry, provider, service, executor, presented)
 
     @property
-    def checkpointer(self) -> PostgresSaver:
-        """LangGraph's Postgres saver on the same pool (tables made by `db setup`)."""
+    def checkpointer(self) -> Saver:
+        """LangGraph's Postgres saver on the same pool (tables made by `db setup`); a
+        database outage leaves it as `TemporarilyUnavailable`."""
         if self._saver is None:
-            self._saver = PostgresSaver(self.pool)
+            self._saver = Saver(self.pool)
         return self._saver
 
     def close(self) -> None:

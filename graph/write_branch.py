@@ -28,7 +28,12 @@ from langgraph.types import interrupt
 
 from writegate.approval.canonical import digest
 from writegate.approval.decisions import Cancel, Edit, parse_decision
-from writegate.approval.errors import Cancelled, ProposalNotPending, WritegateError
+from writegate.approval.errors import (
+    Cancelled,
+    ProposalNotPending,
+    WritegateError,
+    is_database_outage,
+)
 from writegate.approval.models import Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import proposal_error
 from writegate.approval.service import Confirmation, Ended
@@ -179,6 +184,10 @@ class WriteBranch:
             )
             message = tool_result(call["id"], call["name"], receipt_content(receipt))
         except WritegateError as exc:
+            if is_database_outage(exc):
+                # Not an answer for the model: the run stops here, the thread keeps its
+                # last checkpoint, and invoking it again re-runs this node (idempotent).
+                raise
             first = exc.details.get("receipt")
             if exc.code == "already_consumed" and first:
                 message = tool_result(call["id"], call["name"], {**first})

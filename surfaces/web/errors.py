@@ -12,13 +12,15 @@ import logging
 import uuid
 from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from writegate.approval.errors import WritegateError
+from writegate.approval.errors import WritegateError, database_unavailable
+from writegate.checkpoints.outage import is_outage
 from writegate.surfaces.web.schemas import ApprovalView, ErrorBody
 
 log = logging.getLogger("writegate.http")
@@ -103,6 +105,13 @@ def error_response(
     return JSONResponse(error_body(exc, rid, state), status_for(exc.code), headers=headers)
 
 
+def as_error(exc: Exception) -> WritegateError | None:
+    """The structured error for an exception a caller may see, if it has one."""
+    if isinstance(exc, WritegateError):
+        return exc
+    return database_unavailable() if is_outage(exc) else None
+
+
 def install(app: FastAPI) -> None:
     """Render every failure, including FastAPI's own, as the error body."""
 
@@ -138,6 +147,12 @@ def install(app: FastAPI) -> None:
             )
         content = body(code, str(exc.detail), request_id(request))
         return JSONResponse(content, status, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(psycopg.OperationalError)
+    async def _database(request: Request, exc: psycopg.OperationalError) -> JSONResponse:
+        if is_outage(exc):  # the database is away: 503, retryable, no trace
+            return error_response(database_unavailable(), request_id(request))
+        return await _internal(request, exc)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:

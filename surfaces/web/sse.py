@@ -20,8 +20,7 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from writegate.approval.errors import WritegateError
-from writegate.surfaces.web.errors import body, error_body
+from writegate.surfaces.web.errors import as_error, body, error_body
 
 log = logging.getLogger("writegate.http")
 
@@ -58,11 +57,14 @@ def relay(
                     last = (kind, payload)
                 else:
                     put(format_event(kind, payload))
-        except WritegateError as exc:
-            last = ("error", error_body(exc, rid))
-        except Exception:
-            log.exception("graph run failed [%s]", rid)
-            last = ("error", body("internal_error", "the run failed; quote the request id", rid))
+        except Exception as exc:
+            error = as_error(exc)
+            if error is None:
+                log.exception("graph run failed [%s]", rid)
+                error_event = body("internal_error", "the run failed; quote the request id", rid)
+            else:
+                error_event = error_body(error, rid)
+            last = ("error", error_event)
         finally:
             release()
             if last is not None:
