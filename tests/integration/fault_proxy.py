@@ -45,7 +45,7 @@ class _Link:
     server: socket.socket
     tail: bytes = b""  # the end of the last chunk, so a trigger split in two still matches
     marked: set[int] = field(default_factory=set)  # rules whose trigger this link sent
-    deaf: bool = False  # the client is gone; the server's answers are read and dropped
+    delivered: Rule | None = None  # delivered to the server; its answer never goes back
 
 
 class FaultProxy:
@@ -130,33 +130,34 @@ class FaultProxy:
             if rule is not None and not rule.deliver:
                 self._cut(link, injected=True, rule=rule)
                 return
+            if rule is not None:
+                # Deliver this and whatever completes the message (a statement may span
+                # chunks: Parse here, Execute and Sync in the next), but let no answer back.
+                link.delivered = rule
             if not self._send(link.server, chunk):
                 break
-            if rule is not None:
-                self._cut_after_delivery(link, rule)
-                return
         self._cut(link)
 
     def _pump_down(self, link: _Link) -> None:
         while chunk := self._recv(link.server):
-            if not link.deaf and not self._send(link.client, chunk):
+            if link.delivered is not None:
+                # The server answered what was delivered, so it has done it: the answer is
+                # lost on the way back, and the client sees a broken connection.
+                self._cut_after_delivery(link, link.delivered)
+                return
+            if not self._send(link.client, chunk):
                 break
         self._cut(link)
 
     def _cut_after_delivery(self, link: _Link, rule: Rule) -> None:
-        """Cut the client now, but let the server read what was delivered (a close with
-        unread data would reset the connection and could discard it): half-close
-        towards the server, and drop its answers until it hangs up."""
-        link.deaf = True
         with self.lock:
             self.links.discard(link)
             self.cuts += 1
-        with suppress(OSError):
-            link.client.shutdown(socket.SHUT_RDWR)
-        link.client.close()
-        with suppress(OSError):
-            link.server.shutdown(socket.SHUT_WR)
-        rule.fired.set()  # the server socket closes when `_pump_down` sees its end
+        for sock in (link.client, link.server):
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        rule.fired.set()
 
     def _matching(self, link: _Link, chunk: bytes) -> Rule | None:
         seen = link.tail + chunk
