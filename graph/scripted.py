@@ -46,9 +46,9 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
-    ToolCall,
     ToolMessage,
 )
+from langchain_core.messages.tool import tool_call
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -131,7 +131,7 @@ class ScriptedChatModel(BaseChatModel):
         self._state.cursor += 1
         reply = self.script[index]
         calls = [
-            ToolCall(name=c["name"], args=c["args"], id=c.get("id") or f"call_{n_messages}_{i}")
+            tool_call(name=c["name"], args=c["args"], id=c.get("id") or f"call_{n_messages}_{i}")
             for i, c in enumerate(reply.tool_calls)
         ]
         return reply.model_copy(update={"tool_calls": calls}, deep=True)
@@ -148,7 +148,7 @@ class ScriptedChatModel(BaseChatModel):
                 content=PREFIX + f"The tool {missing[0]} is not available here, so I did nothing."
             )
         calls = [
-            ToolCall(name=name, args=args, id=f"call_{len(messages)}_{i}")
+            tool_call(name=name, args=args, id=f"call_{len(messages)}_{i}")
             for i, (name, args) in enumerate(plan)
         ]
         return AIMessage(content="", tool_calls=calls)

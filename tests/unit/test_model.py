@@ -362,3 +362,11 @@ def test_scripted_explicit_script_in_order_shared_with_bound_copy() -> None:
     assert len(model.calls) == 2
     with pytest.raises(RuntimeError, match="ran out of replies"):
         bound.invoke([HumanMessage("x")])
+
+
+def test_scripted_tool_calls_are_typed_like_a_real_models() -> None:
+    """LangChain v1's create_agent sends each call on only if it says `type: tool_call`."""
+    script = [AIMessage("", tool_calls=[{"name": "list_orders", "args": {}, "id": "c1"}])]
+    scripted_call = ScriptedChatModel(script=script).invoke([HumanMessage("x")]).tool_calls[0]
+    planned_call = ScriptedChatModel().invoke([HumanMessage("list orders")]).tool_calls[0]
+    assert scripted_call.get("type") == planned_call.get("type") == "tool_call"
