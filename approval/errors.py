@@ -60,7 +60,8 @@ class Unprotected(WritegateError):
     code = "unprotected"
     default_message = (
         "this tool runs only under writegate: register it with Writegate.open(tools=[...]) "
-        "and call it through wg.tool_node() or wg.build_agent(); nothing was executed"
+        "and call it through wg.tool_node(), wg.build_agent() or wg.middleware(); "
+        "nothing was executed"
     )
 
 

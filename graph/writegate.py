@@ -4,6 +4,7 @@
         builder.add_node("tools", wg.tool_node())        # your own StateGraph
         graph = builder.compile(checkpointer=wg.checkpointer)
         agent = wg.build_agent(model)                     # or writegate's whole agent
+        create_agent(model, tools, middleware=[wg.middleware()], checkpointer=wg.checkpointer)
 
 It opens the database (DATABASE_URL, a local server, or the embedded default), sets
 up its tables, and wires the protocol over the tools given; ledgers and LangGraph's
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -37,6 +38,9 @@ from writegate.graph.runtime import Runtime
 from writegate.graph.tool_node import build_tool_node
 from writegate.tools.kit import GuardedTool
 from writegate.tools.registry import Registry
+
+if TYPE_CHECKING:  # LangChain is an optional extra: imported when middleware() is called
+    from writegate.graph.middleware import WritegateMiddleware
 
 
 def spec_of(tool: Any) -> ToolSpec:
@@ -127,6 +131,21 @@ class Writegate:
             checkpointer=checkpointer or self.checkpointer,
             system_prompt=system_prompt,
         )
+
+    def middleware(self) -> WritegateMiddleware:
+        """A LangChain v1 `AgentMiddleware` for `langchain.agents.create_agent`: writes
+        behind the gate, reads audited. Needs the `[langchain]` extra."""
+        try:
+            from writegate.graph.middleware import WritegateMiddleware
+        except ImportError as exc:
+            if not (exc.name or "").startswith("langchain"):
+                raise
+            raise ImportError(
+                "wg.middleware() needs LangChain v1: install writegate[langchain] "
+                "(or langchain>=1.0)",
+                name=exc.name,
+            ) from exc
+        return WritegateMiddleware(self.runtime)
 
     def reconciler(self, **options: Any) -> Reconciler:
         """Settles this database's unknown outcomes with these tools' lookups; call

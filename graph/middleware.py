@@ -1,0 +1,116 @@
+"""`wg.middleware()`: writegate as a LangChain v1 `AgentMiddleware` for `create_agent`.
+
+    agent = create_agent(model, tools=[send_email, lookup], middleware=[wg.middleware()],
+                         checkpointer=wg.checkpointer)
+
+`create_agent` runs each tool call of a turn in its own task and passes it through
+`wrap_tool_call`. A write goes through the same gate as `wg.tool_node()` (propose,
+`interrupt()` with the preview, execute through the ledger), so the interrupt value and
+the answers it takes are the same; the handler is never called for a write, because
+only writegate's executor runs the tool's function, with its request key. Reads the
+Writegate knows run audited; other tools pass to the handler unless they are write
+tools, which never run unapproved. Before each model call the run's identity is checked
+(the run fails before the model runs without one) and writes reconciled since the last
+turn are reported to the model once.
+
+This module imports LangChain (the `[langchain]` extra); `writegate.graph.writegate`
+imports it only when `middleware()` is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+from langgraph.runtime import Runtime as RunContext
+from langgraph.types import Command
+
+from writegate.approval.errors import Unprotected
+from writegate.graph.gate import WriteGate
+from writegate.graph.identity import identity_of
+from writegate.graph.messages import tool_error
+from writegate.graph.nodes import CallNodes
+from writegate.graph.runtime import Runtime
+from writegate.graph.settled import settled_updates
+from writegate.tools.kit import GuardedTool
+
+Result = ToolMessage | Command[Any]
+
+
+class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Writes behind writegate's gate, reads audited, inside `create_agent`'s tool node."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__()
+        self.rt = runtime
+        self.gate = WriteGate(runtime)
+        self.calls = CallNodes(runtime)
+
+    @property
+    def name(self) -> str:
+        return "writegate"
+
+    # -- before each model call -----------------------------------------------------
+
+    def before_model(
+        self, state: AgentState[Any], runtime: RunContext[Any]
+    ) -> dict[str, Any] | None:
+        identity = identity_of(get_config())  # no identity: fail before the model runs
+        news = settled_updates(self.rt.store, identity, state["messages"])
+        return {"messages": news} if news else None
+
+    async def abefore_model(
+        self, state: AgentState[Any], runtime: RunContext[Any]
+    ) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.before_model, state, runtime)
+
+    # -- each tool call -------------------------------------------------------------
+
+    def _route(self, request: ToolCallRequest) -> str:
+        """`gate`, `read` (writegate runs it), `handler`, or `unprotected`."""
+        name, tool = request.tool_call["name"], request.tool
+        if name in self.rt.registry:
+            spec = self.rt.registry.get(name)
+            if spec.requires_approval:
+                return "gate"
+            # The registered read itself is audited when it runs; any other tool of that
+            # name is not, so writegate runs the registered one.
+            return "handler" if getattr(tool, "spec", None) is spec else "read"
+        if isinstance(tool, GuardedTool) and tool.spec.requires_approval:
+            return "unprotected"  # a write tool this Writegate was not given
+        return "handler"
+
+    def _writegate(self, route: str, call: dict[str, Any], config: RunnableConfig) -> Result:
+        """A call writegate answers itself; the tool's own handler is not called."""
+        if route == "gate":
+            return self.gate.run(call, config)
+        if route == "read":
+            message: ToolMessage = self.calls.read({"call": call}, config)["messages"][-1]
+            return message
+        return tool_error(call["id"], call["name"], Unprotected(tool=call["name"]))
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Result]
+    ) -> Result:
+        route = self._route(request)
+        if route == "handler":
+            return handler(request)
+        return self._writegate(route, dict(request.tool_call), request.runtime.config)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[Result]],
+    ) -> Result:
+        route = self._route(request)
+        if route == "handler":
+            return await handler(request)
+        # The ledger is synchronous: run the gate in a worker thread (with the run's
+        # context, so `interrupt()` finds its task) and keep the event loop free.
+        call = dict(request.tool_call)
+        return await asyncio.to_thread(self._writegate, route, call, request.runtime.config)
