@@ -12,7 +12,9 @@ from writegate import Writegate
 
 
 def test_without_langchain_middleware_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "langchain", None)  # as if it were not installed
+    loaded = [name for name in sys.modules if name.split(".")[0] == "langchain"]
+    for name in {"langchain", *loaded}:  # as if it were not installed
+        monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.delitem(sys.modules, "writegate.graph.middleware", raising=False)
     wg = Writegate(runtime=Any, tools=[])  # type: ignore[arg-type]
     with pytest.raises(ImportError, match=r"writegate\[langchain\]"):
