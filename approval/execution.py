@@ -368,6 +368,7 @@ class Executor:
             if execution is None or execution.subject != identity.user_id:
                 raise exc
             tx.insert_audit(self._duplicate_audit(identity, execution, started))
+            claimed = None
             if execution.status is ExecutionStatus.FAILED_RETRYABLE:
                 claimed = tx.transition_execution(
                     execution.execution_id,
@@ -381,7 +382,9 @@ class Executor:
         if execution.status is ExecutionStatus.SUCCEEDED:
             exc.details["receipt"] = execution_outcome(execution).to_dict()
             raise exc
-        if execution.status is ExecutionStatus.RUNNING and execution.lease_owner == self.owner:
+        if claimed is not None:
+            # Only the request that just took it over resumes it. A running execution
+            # under our own lease is another thread of this executor, still in flight.
             spec = self.service.spec_for(execution.operation)
             return self._run_downstream(
                 identity,
