@@ -8,24 +8,19 @@ Tests under ``tests/integration`` are marked ``integration`` automatically.
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import sql
 
-from writegate.checkpoints.database import describe_database, with_database
 from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.pool import Pool, open_pool
+from writegate.testing import database as throwaway
 
-DEFAULT_TEST_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+# The conformance kit's `writegate_database` fixture, as a user enables it.
+pytest_plugins = ["writegate.testing.pytest_plugin"]
+
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
-
-_CREATE_DATABASE = "CREATE DATABASE {}"
-_DROP_DATABASE = "DROP DATABASE IF EXISTS {} WITH (FORCE)"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -37,7 +32,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def test_server_url() -> str:
     """Maintenance-database URL of the server that test databases live on."""
-    return os.environ.get("WRITEGATE_TEST_SERVER_URL", "").strip() or DEFAULT_TEST_SERVER_URL
+    return throwaway.server_url()
 
 
 @pytest.fixture(scope="session")
@@ -48,28 +43,14 @@ def create_database(test_server_url: str) -> Iterator[Callable[[], str]]:
     """
     created: list[str] = []
 
-    def _admin() -> psycopg.Connection[tuple[object, ...]]:
-        try:
-            return psycopg.connect(test_server_url, autocommit=True, connect_timeout=5)
-        except psycopg.OperationalError as err:
-            raise RuntimeError(
-                f"Test PostgreSQL at {describe_database(test_server_url)} is unreachable; "
-                f"start it or set WRITEGATE_TEST_SERVER_URL ({err})"
-            ) from err
-
     def _create() -> str:
-        name = f"writegate_test_{secrets.token_hex(6)}"
-        with _admin() as conn:
-            conn.execute(sql.SQL(_CREATE_DATABASE).format(sql.Identifier(name)))
-        created.append(name)
-        return with_database(test_server_url, name)
+        created.append(throwaway.create_database(test_server_url, "writegate_test"))
+        return created[-1]
 
     yield _create
 
-    if created:
-        with _admin() as conn:
-            for name in created:
-                conn.execute(sql.SQL(_DROP_DATABASE).format(sql.Identifier(name)))
+    for url in created:
+        throwaway.drop_database(test_server_url, url)
 
 
 @pytest.fixture(scope="session")

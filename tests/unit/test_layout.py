@@ -22,6 +22,8 @@ ALLOWED: dict[str, set[str]] = {
     "tools": {"approval"},
     "checkpoints": {"approval"},
     "graph": {"approval", "tools", "checkpoints"},
+    # The conformance kit that users run against their own tools, beside the surfaces.
+    "testing": {"approval", "tools", "checkpoints", "graph"},
     "surfaces": {"approval", "tools", "checkpoints", "graph"},
     "bench": {"approval", "tools", "checkpoints", "graph", "surfaces"},
 }

@@ -1,0 +1,34 @@
+"""writegate's conformance kit: check that YOUR write tool keeps writegate's invariants.
+
+    from writegate.testing import check_write_tool
+
+    def test_pay_conforms(writegate_database):
+        report = check_write_tool(pay, args=fresh_payment, edited=smaller,
+                                  effects=count_payments, database_url=writegate_database)
+        report.assert_ok()
+
+Each `Scenario` is a short run against a real PostgreSQL: nothing runs before a
+confirm, many concurrent confirms give one effect, a stranger's replay is refused, an
+edit replaces what was confirmed, a lost answer is `unknown` (settled by the lookup or
+escalated, never re-sent blindly) and every retry carries the same request key. The
+`writegate_database` fixture comes from `writegate.testing.pytest_plugin`.
+See docs/library.md, "Conformance kit".
+"""
+
+from __future__ import annotations
+
+from writegate.testing.check import check_write_tool
+from writegate.testing.database import throwaway_database
+from writegate.testing.recorder import Fault, FaultHook
+from writegate.testing.report import Outcome, Report, Scenario, ScenarioResult
+
+__all__ = [
+    "Fault",
+    "FaultHook",
+    "Outcome",
+    "Report",
+    "Scenario",
+    "ScenarioResult",
+    "check_write_tool",
+    "throwaway_database",
+]

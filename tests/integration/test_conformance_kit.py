@@ -1,0 +1,219 @@
+"""The conformance kit passes every shipped write tool, and a user's own `@write_tool`.
+
+Each test gets its own database from the kit's `writegate_database` fixture. Effects
+are counted where each tool leaves them: the payment provider simulator's refunds,
+ticket rows and versions, batch items, a user tool's downstream record.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+
+from writegate import Identity, NotFound, write_tool
+from writegate.testing import (
+    Fault,
+    Outcome,
+    Report,
+    Scenario,
+    check_write_tool,
+    throwaway_database,
+)
+from writegate.tools.batch import CloseTickets
+from writegate.tools.faults import FaultScript
+from writegate.tools.orders import RefundOrder
+from writegate.tools.provider import SimulatedProvider
+from writegate.tools.tickets import CreateTicket, UpdateTicket
+
+ME = Identity("user_kit", "tenant_kit")
+INSERT_ORDER_SQL = """
+INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor, shipping_address)
+VALUES (%s, %s, %s, 'CNY', 10000, 'kit street 1')"""
+INSERT_TICKET_SQL = """
+INSERT INTO tickets (ticket_id, tenant_id, user_id, title, description, status, version)
+VALUES (%s, %s, %s, 'Printer jams', 'Page 2 always jams.', %s, 1)"""
+CREATED_TICKETS_SQL = "SELECT count(*) FROM tickets WHERE request_key IS NOT NULL"
+TICKET_CHANGES_SQL = "SELECT coalesce(sum(version - 1), 0) FROM tickets"
+CLOSED_BATCHES_SQL = "SELECT count(DISTINCT batch_request_key) FROM batch_items"
+
+
+def scalar(url: str, query: str, params: tuple[Any, ...] = ()) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(query, params).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def new_ticket(url: str, status: str) -> str:
+    ticket_id = f"tkt_kit{secrets.token_hex(4)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(INSERT_TICKET_SQL, (ticket_id, ME.tenant_id, ME.user_id, status))
+    return ticket_id
+
+
+def passed(report: Report, *skipped: Scenario) -> None:
+    report.assert_ok()
+    assert {r.scenario for r in report.results if r.outcome is Outcome.SKIPPED} == set(skipped)
+
+
+def test_refund_order_through_the_provider_simulator_and_its_faults(
+    writegate_database: str,
+) -> None:
+    url, script = writegate_database, FaultScript()
+    provider = SimulatedProvider(url, faults=script)
+
+    def fresh_refund() -> dict[str, Any]:
+        order_id = f"ord_kit{secrets.token_hex(4)}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(INSERT_ORDER_SQL, (order_id, ME.tenant_id, ME.user_id))
+        return {"order_id": order_id, "amount_minor": 2500, "currency": "CNY",
+                "reason": "arrived broken"}  # fmt: skip
+
+    @contextmanager
+    def provider_faults(fault: Fault) -> Iterator[None]:
+        step = "timeout_after" if fault is Fault.LOSE_ANSWER else "timeout_before"
+        script.reset([f"{step}*"])  # every refund call, until the context ends
+        try:
+            yield
+        finally:
+            script.reset()
+
+    report = check_write_tool(
+        RefundOrder(provider),
+        args=fresh_refund,
+        edited=lambda args: {**args, "amount_minor": 1500},
+        effects=provider.count_refunds,
+        faults=provider_faults,
+        identity=ME,
+        database_url=url,
+    )
+    passed(report)
+    assert report.result(Scenario.RETRIES_KEEP_THE_KEY).figures["attempts"] == 3
+
+
+def test_create_ticket(writegate_database: str) -> None:
+    report = check_write_tool(
+        CreateTicket(),
+        args=lambda: {"title": f"VPN drops {secrets.token_hex(3)}", "description": "Daily."},
+        edited=lambda args: {**args, "title": args["title"] + " (edited)"},
+        effects=lambda: scalar(writegate_database, CREATED_TICKETS_SQL),
+        identity=ME,
+        database_url=writegate_database,
+    )
+    passed(report, Scenario.LOST_ANSWER_IS_UNKNOWN, Scenario.RETRIES_KEEP_THE_KEY)
+
+
+def test_update_ticket(writegate_database: str) -> None:
+    report = check_write_tool(
+        UpdateTicket(),
+        args=lambda: {"ticket_id": new_ticket(writegate_database, "open"), "status": "in_progress"},
+        edited=lambda args: {**args, "status": "resolved"},
+        effects=lambda: scalar(writegate_database, TICKET_CHANGES_SQL),
+        identity=ME,
+        database_url=writegate_database,
+    )
+    passed(report, Scenario.LOST_ANSWER_IS_UNKNOWN, Scenario.RETRIES_KEEP_THE_KEY)
+
+
+def test_close_tickets(writegate_database: str) -> None:
+    def two_resolved() -> dict[str, Any]:
+        return {"ticket_ids": [new_ticket(writegate_database, "resolved") for _ in range(2)]}
+
+    report = check_write_tool(
+        CloseTickets(),
+        args=two_resolved,
+        edited=lambda args: {"ticket_ids": args["ticket_ids"][:1]},
+        effects=lambda: scalar(writegate_database, CLOSED_BATCHES_SQL),
+        identity=ME,
+        database_url=writegate_database,
+    )
+    passed(report, Scenario.LOST_ANSWER_IS_UNKNOWN, Scenario.RETRIES_KEEP_THE_KEY)
+
+
+# -- a user's own tool, declared with the public API only ------------------------------
+
+TRANSFERS: dict[str, dict[str, Any]] = {}  # the downstream's record, by idempotency key
+ACCOUNTS: dict[str, str] = {}  # account -> owner
+
+
+def own_account(args: dict[str, Any], identity: Identity) -> int:
+    if ACCOUNTS.get(args["account"]) != identity.user_id:
+        raise NotFound("no such account for this user", account=args["account"])
+    return 1
+
+
+def transfer_into(account: str, cents: int, request_key: str) -> dict[str, Any]:
+    """The downstream: applies a key once, answers the first result for a repeat."""
+    TRANSFERS.setdefault(request_key, {"account": account, "cents": cents})
+    return {"status": "sent", **TRANSFERS[request_key]}
+
+
+@write_tool(
+    side_effect="external",
+    resource=lambda args: f"account:{args['account']}",
+    validate=own_account,
+    lookup=lambda args, key: TRANSFERS.get(key),
+)
+def transfer(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
+    """Transfer an amount into one of the user's accounts.
+
+    Args:
+        account: The account id.
+        cents: Amount in cents.
+    """
+    return transfer_into(account, cents, request_key)
+
+
+@write_tool(side_effect="external", validate=own_account, name="transfer_without_lookup")
+def transfer_without_lookup(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
+    """The same transfer, declared without a lookup.
+
+    Args:
+        account: The account id.
+        cents: Amount in cents.
+    """
+    return transfer_into(account, cents, request_key)
+
+
+def fresh_account() -> dict[str, Any]:
+    account = f"acct_{secrets.token_hex(4)}"
+    ACCOUNTS[account] = ME.user_id
+    return {"account": account, "cents": 1250}
+
+
+@pytest.mark.parametrize("tool", [transfer, transfer_without_lookup], ids=lambda t: t.name)
+def test_a_user_write_tool(tool: Any, writegate_database: str) -> None:
+    report = check_write_tool(
+        tool,
+        args=fresh_account,
+        edited=lambda args: {**args, "cents": 900},
+        effects=lambda: len(TRANSFERS),
+        identity=ME,
+        database_url=writegate_database,
+    )
+    passed(report)
+    settled = report.result(Scenario.LOST_ANSWER_IS_UNKNOWN).figures["settled"]
+    assert settled == ("succeeded" if tool is transfer else "escalated")
+
+
+DATABASES_SQL = "SELECT datname FROM pg_database"
+
+
+def test_the_throwaway_database_exists_while_used_and_is_dropped_after(
+    test_server_url: str,
+) -> None:
+    def names() -> set[str]:
+        with psycopg.connect(test_server_url, autocommit=True) as conn:
+            return {row[0] for row in conn.execute(DATABASES_SQL)}
+
+    with throwaway_database(test_server_url) as url:
+        name = url.rsplit("/", 1)[-1]
+        assert name.startswith("writegate_kit_") and name in names()
+        holder = psycopg.connect(url)  # left open: the drop must still go through
+    assert name not in names()
+    with pytest.raises(psycopg.OperationalError):
+        holder.execute("SELECT 1")

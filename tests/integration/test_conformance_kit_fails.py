@@ -1,0 +1,156 @@
+"""The kit can fail: each deliberately broken tool (or writegate itself, patched to
+run a write twice) fails the scenario that guards against it, with a message that
+says what is wrong."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import pytest
+
+from writegate import Identity, NotFound, write_tool
+from writegate.approval.execution import Executor
+from writegate.approval.spec import DownstreamResult, ToolSpec
+from writegate.testing import Outcome, Report, Scenario, check_write_tool
+
+ME = Identity("user_kit", "tenant_kit")
+SENT: list[dict[str, Any]] = []  # every call any broken downstream received
+RECORD: dict[str, dict[str, Any]] = {}  # an idempotent downstream's record, by key
+ACCOUNTS: dict[str, str] = {}
+
+
+def own_account(args: dict[str, Any], identity: Identity) -> int:
+    if ACCOUNTS.get(args["account"]) != identity.user_id:
+        raise NotFound("no such account for this user", account=args["account"])
+    return 1
+
+
+def fresh_account() -> dict[str, Any]:
+    account = f"acct_{secrets.token_hex(4)}"
+    ACCOUNTS[account] = ME.user_id
+    return {"account": account, "cents": 700}
+
+
+def run(tool: Any, database_url: str, effects: Any = lambda: len(SENT)) -> Report:
+    return check_write_tool(
+        tool,
+        args=fresh_account,
+        edited=lambda args: {**args, "cents": 500},
+        effects=effects,
+        identity=ME,
+        database_url=database_url,
+    )
+
+
+def failed(report: Report, scenario: Scenario, words: str) -> None:
+    result = report.result(scenario)
+    assert result.outcome is Outcome.FAILED, str(report)
+    assert words in result.message, result.message
+    with pytest.raises(AssertionError, match=scenario.value):
+        report.assert_ok()
+
+
+@write_tool(side_effect="external", validate=own_account, lookup=lambda args, key: None)
+def ignores_the_key(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
+    """Pays without passing the request key on, so every retry pays again.
+
+    Args:
+        account: The account id.
+        cents: Amount in cents.
+    """
+    SENT.append({"account": account, "cents": cents})
+    return {"status": "paid"}
+
+
+def test_a_tool_that_drops_the_request_key_pays_again_on_every_retry(
+    writegate_database: str,
+) -> None:
+    report = run(ignores_the_key, writegate_database)
+    failed(report, Scenario.LOST_ANSWER_IS_UNKNOWN, "idempotency key")
+    # Timeouts before applying hide it: only a lost answer shows the second payment.
+    assert report.result(Scenario.RETRIES_KEEP_THE_KEY).outcome is Outcome.PASSED
+
+
+def idempotent(account: str, cents: int, request_key: str) -> dict[str, Any]:
+    if request_key not in RECORD:
+        RECORD[request_key] = {"account": account, "cents": cents}
+        SENT.append(RECORD[request_key])
+    return {"status": "paid", **RECORD[request_key]}
+
+
+@write_tool(
+    side_effect="external",
+    validate=own_account,
+    lookup=lambda args, key: {"status": "paid", **args},  # "yes" to any key
+)
+def lookup_lies(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
+    """Pays once per key, but its lookup says every key was paid.
+
+    Args:
+        account: The account id.
+        cents: Amount in cents.
+    """
+    return idempotent(account, cents, request_key)
+
+
+def test_a_lookup_that_claims_an_unsent_write_applied_is_caught(writegate_database: str) -> None:
+    report = run(lookup_lies, writegate_database)
+    failed(report, Scenario.RETRIES_KEEP_THE_KEY, "a lookup must answer None")
+    assert report.result(Scenario.LOST_ANSWER_IS_UNKNOWN).outcome is Outcome.PASSED
+
+
+def pays_while_validating(args: dict[str, Any], identity: Identity) -> int:
+    SENT.append({"early": args["account"]})
+    return own_account(args, identity)
+
+
+@write_tool(side_effect="external", validate=pays_while_validating)
+def acts_before_confirm(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
+    """Its validator already writes, so something happens before anyone confirms.
+
+    Args:
+        account: The account id.
+        cents: Amount in cents.
+    """
+    return idempotent(account, cents, request_key)
+
+
+def test_a_tool_that_writes_at_proposal_time_is_caught(writegate_database: str) -> None:
+    report = run(acts_before_confirm, writegate_database)
+    failed(report, Scenario.NOTHING_BEFORE_CONFIRM, "before any confirm: 1 effect(s)")
+
+
+@write_tool(side_effect="external", validate=own_account, lookup=lambda a, k: RECORD.get(k))
+def pays_once(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
+    """A well-behaved payment: once per key, and a truthful lookup.
+
+    Args:
+        account: The account id.
+        cents: Amount in cents.
+    """
+    return idempotent(account, cents, request_key)
+
+
+def test_an_effect_counter_that_sees_nothing_fails_instead_of_proving_nothing(
+    writegate_database: str,
+) -> None:
+    report = run(pays_once, writegate_database, effects=lambda: 0)
+    failed(report, Scenario.NOTHING_BEFORE_CONFIRM, "effects() counted no effect")
+
+
+def test_a_writegate_that_calls_the_downstream_twice_is_caught(
+    writegate_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = Executor.call_with_retries
+
+    def twice(
+        self: Executor, spec: ToolSpec, args: dict[str, Any], request_key: str
+    ) -> DownstreamResult | Any:
+        real(self, spec, args, request_key)
+        return real(self, spec, args, request_key)
+
+    monkeypatch.setattr(Executor, "call_with_retries", twice)
+    report = run(pays_once, writegate_database)  # the tool dedups: only counting calls sees it
+    failed(report, Scenario.CONCURRENT_CONFIRMS, "reached the tool 3 times")
+    assert report.result(Scenario.STRANGER_REPLAY).outcome is Outcome.PASSED
