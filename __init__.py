@@ -7,8 +7,9 @@ As a library, in front of your own tools (see docs/library.md):
 
 Installed, every module lives under this one name: `writegate.approval` (the protocol),
 `writegate.tools`, `writegate.checkpoints` (PostgreSQL), `writegate.graph` (the agent),
-`writegate.surfaces` (CLI, HTTP, MCP) and `writegate.bench`. Names below are loaded on
-first use, so `import writegate` stays light.
+`writegate.surfaces` (CLI, HTTP, MCP), `writegate.bench` and `writegate.testing` (the
+conformance kit for your own write tools). Names below are loaded on first use, so
+`import writegate` stays light.
 """
 
 from __future__ import annotations
