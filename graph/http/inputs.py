@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from approval.canonical import check_input
 
 # Ids are short printable tokens; anything else is refused before it reaches SQL.
 ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
@@ -21,8 +23,18 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _storable_text(value: str | None) -> str | None:
+    """Text that the ledger, a checkpoint and a terminal can carry: the canonical rules
+    (no control characters but tab/newline/CR, no lone surrogates)."""
+    if value is not None:
+        check_input(value)  # a ValueError: FastAPI answers 422 validation_failed
+    return value
+
+
 class MessageIn(_In):
     content: str = Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*$")
+
+    _content = field_validator("content")(_storable_text)
 
 
 # -- decisions ------------------------------------------------------------------------
@@ -38,10 +50,14 @@ class ConfirmIn(_In):
         "(`confirmation.retype_field`).",
     )
 
+    _retyped = field_validator("retyped")(_storable_text)
+
 
 class DeclineIn(_In):
     action: Literal["decline"]
     reason: str | None = Field(default=None, max_length=2000, pattern=r"^[^\x00]*$")
+
+    _reason = field_validator("reason")(_storable_text)
 
 
 class CancelIn(_In):
