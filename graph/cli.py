@@ -14,6 +14,7 @@ from rich.console import Console
 from approval.errors import WritegateError
 from checkpoints.database import DatabaseUnavailable, describe_database, resolve_database_url
 from checkpoints.migrate import MigrationError
+from graph.terminal import markup_safe
 
 app = typer.Typer(
     name="writegate",
@@ -44,7 +45,7 @@ def database_url() -> str:
     try:
         return resolve_database_url()
     except DatabaseUnavailable as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {markup_safe(exc)}")
         raise typer.Exit(2) from exc
 
 
@@ -90,7 +91,7 @@ def main() -> None:
     try:
         app()
     except (DatabaseUnavailable, MigrationError, WritegateError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {markup_safe(exc)}")
         raise SystemExit(2) from exc
 
 

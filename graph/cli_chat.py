@@ -16,13 +16,13 @@ from typing import Annotated, Any
 import typer
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command, Interrupt
-from rich.markup import escape
 
 from graph.build import build_graph
 from graph.cli import console, database_url, err_console
 from graph.model import describe_model
 from graph.render import error_panel, preview_table, print_messages, reported_errors
 from graph.runtime import Runtime
+from graph.terminal import markup_safe
 
 DECISIONS = ("confirm", "decline", "cancel", "edit", "later")
 QUIT = ("/quit", "/exit")
@@ -56,13 +56,14 @@ def chat(
         graph = build_graph(runtime, checkpointer=runtime.checkpointer)
         config: Any = {"configurable": {"thread_id": thread_id, "user_id": user,
                                         "tenant_id": tenant}}  # fmt: skip
-        console.print(f"[bold]thread[/bold] {thread_id}  [bold]as[/bold] {user} in {tenant}")
-        console.print(f"[bold]model[/bold]  {describe_model()}")
+        shown_thread, who = markup_safe(thread_id), markup_safe(f"{user} in {tenant}")
+        console.print(f"[bold]thread[/bold] {shown_thread}  [bold]as[/bold] {who}")
+        console.print(f"[bold]model[/bold]  {markup_safe(describe_model())}")
         console.print("[dim]/quit or Ctrl-D to leave; come back with "
-                      f"`writegate chat --thread {thread_id}`[/dim]")  # fmt: skip
+                      f"`writegate chat --thread {shown_thread}`[/dim]")  # fmt: skip
         with contextlib.suppress(LeaveChat):
             _loop(graph, config)
-        console.print(f"bye. resume with: writegate chat --thread {thread_id}")
+        console.print(f"bye. resume with: writegate chat --thread {shown_thread}")
 
 
 def _loop(graph: Any, config: Any) -> None:
@@ -137,7 +138,8 @@ def _decide(request: dict[str, Any]) -> dict[str, Any]:
         if not choice:
             continue
         console.print(
-            f"[yellow]{choice!r} is not a decision.[/yellow] Type one of: {', '.join(DECISIONS)}"
+            f"[yellow]{markup_safe(repr(choice))} is not a decision.[/yellow] "
+            f"Type one of: {', '.join(DECISIONS)}"
         )
     if choice == "later":
         console.print("[dim]left pending; nothing was sent. It waits in the database.[/dim]")
@@ -159,7 +161,7 @@ def _edit_args(request: dict[str, Any]) -> dict[str, Any]:
 def _ask_value(name: str, current: Any, display: str | None) -> Any:
     shown = repr(current) + (f" = {display}" if display and display != str(current) else "")
     while True:
-        text = _read(escape(f"  {name} (now {shown}; Enter keeps it): "))
+        text = _read(markup_safe(f"  {name} (now {shown}; Enter keeps it): "))
         if not text:
             return current
         if not isinstance(current, int) or isinstance(current, bool):
@@ -167,4 +169,5 @@ def _ask_value(name: str, current: Any, display: str | None) -> Any:
         try:
             return int(text)  # integers stay integers: amounts are minor units
         except ValueError:
-            console.print(f"[yellow]{name} takes an integer (minor units, e.g. 19900)[/yellow]")
+            shown = markup_safe(name)
+            console.print(f"[yellow]{shown} takes an integer (minor units, e.g. 19900)[/yellow]")

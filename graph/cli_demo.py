@@ -36,6 +36,7 @@ from graph.render import (
     reported_errors,
 )
 from graph.runtime import Runtime
+from graph.terminal import markup_safe
 from tools.provider import SimulatedProvider
 from tools.seed import reset_demo, seed_demo
 
@@ -76,7 +77,7 @@ def demo() -> None:
             _graph_part(runtime, thread)
             _protocol_part(runtime, thread)
     except DemoFailed as exc:
-        console.print(f"[bold red]demo failed:[/bold red] {exc}")
+        console.print(f"[bold red]demo failed:[/bold red] {markup_safe(exc)}")
         raise typer.Exit(1) from exc
     finally:
         runtime.close()

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from graph.cli import console, database_url, err_console
+from graph.terminal import markup_safe
 
 keys_app = typer.Typer(help="Manage API keys for the HTTP service.", no_args_is_help=True)
 
@@ -35,7 +36,7 @@ def serve(
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {markup_safe(exc)}")
         raise typer.Exit(2) from exc
     # The same resolution as every other command (DATABASE_URL, local server, embedded).
     settings = replace(settings, database_url=database_url())
