@@ -102,3 +102,28 @@ def test_a_hostile_message_is_refused_and_the_thread_goes_on(
     ordinary = "hello\n\tthere"
     more = client.post(f"/v1/threads/{thread}/messages", headers=alice, json={"content": ordinary})
     assert more.status_code == 200 and sse_events(more.text)[-1][1]["status"] == "done"
+
+
+def test_a_hostile_decline_reason_or_retyped_value_is_refused_and_changes_nothing(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    order = new_order(url)
+    _, pid = propose_refund(client, alice, order)
+    bodies = [
+        '{"action": "decline", "reason": "no\\u001b[2K\\rfine"}',
+        '{"action": "decline", "reason": "no\\ud800"}',
+        '{"action": "confirm", "retyped": "1.00\\b\\b\\b\\b100.00"}',
+    ]
+    for n, raw in enumerate(bodies):
+        r = client.post(
+            f"/v1/approvals/{pid}/decision",
+            headers={**alice, "Idempotency-Key": f"hostile-decision-{n}", **JSON},
+            content=raw.encode(),
+        )
+        assert r.status_code == 422, r.text
+        assert_error(r.json(), "validation_failed")
+    pending = client.get("/v1/approvals", headers=alice).json()["approvals"]
+    assert pid in [a["proposal_id"] for a in pending]  # still waiting, undecided
+    status, done = decide(client, alice, pid, "hostile-decision-confirm")
+    assert status == 200 and done["outcome"] == "executed", done
+    assert provider_refunds(url, order) == 1
