@@ -17,6 +17,7 @@ import typer
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command, Interrupt
 
+from approval.canonical import CanonicalizationError, check_input
 from graph.build import build_graph
 from graph.cli import console, database_url, err_console
 from graph.model import describe_model
@@ -108,11 +109,19 @@ def _describe(exc: Exception) -> str:
 
 
 def _read(prompt: str) -> str:
-    try:
-        return console.input(prompt).strip()
-    except (EOFError, KeyboardInterrupt):
-        console.print()
-        raise LeaveChat from None
+    """A line typed by the person; one with control characters is refused, not sent."""
+    while True:
+        try:
+            text = console.input(prompt).strip()
+        except (EOFError, KeyboardInterrupt):
+            console.print()
+            raise LeaveChat from None
+        try:
+            check_input(text)
+        except CanonicalizationError as exc:
+            console.print(error_panel(exc.to_dict(), title="not sent"))
+            continue
+        return text
 
 
 def _answer_all(pending: list[Interrupt]) -> dict[str, Any]:
