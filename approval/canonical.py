@@ -21,7 +21,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from approval.errors import CanonicalizationError
+from writegate.approval.errors import CanonicalizationError
 
 __all__ = [
     "MAX_DEPTH",

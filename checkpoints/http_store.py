@@ -28,10 +28,10 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 
-from approval.errors import InProgress, Unavailable
-from approval.models import Identity
-from checkpoints import http_sql as sql
-from checkpoints.pool import Pool, open_pool
+from writegate.approval.errors import InProgress, Unavailable
+from writegate.approval.models import Identity
+from writegate.checkpoints import http_sql as sql
+from writegate.checkpoints.pool import Pool, open_pool
 
 LOCK_NAMESPACE = "wg_thread:"
 LOCK_CONNECTIONS = 8  # lock sessions per process: requests running a graph at once

@@ -17,8 +17,8 @@ import httpx
 import psycopg
 from fastapi.testclient import TestClient
 
-from graph.http import Settings, create_app
-from graph.runtime import Runtime
+from writegate.surfaces.web import Settings, create_app
+from writegate.graph.runtime import Runtime
 from tests.integration.http_fixtures import (
     ThreadServer,
     make_key,

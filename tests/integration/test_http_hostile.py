@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from graph.http import create_app
-from graph.runtime import Runtime
+from writegate.surfaces.web import create_app
+from writegate.graph.runtime import Runtime
 from tests.integration.http_fixtures import (
     make_key,
     new_order,

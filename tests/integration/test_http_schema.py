@@ -10,9 +10,9 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from graph.http import Settings, create_app
-from graph.http.services import Services
-from graph.runtime import Runtime
+from writegate.surfaces.web import Settings, create_app
+from writegate.surfaces.web.services import Services
+from writegate.graph.runtime import Runtime
 from tests.integration.http_fixtures import make_key, seeded_database
 
 # Small on purpose: every operation is exercised, and the whole run stays well under 60 s.

@@ -12,9 +12,9 @@ from click.testing import Result
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from graph import cli_serve
-from graph.http import create_app
-from graph.runtime import Runtime
+from writegate.surfaces.cli import serve as cli_serve
+from writegate.surfaces.web import create_app
+from writegate.graph.runtime import Runtime
 from tests.integration.http_fixtures import seeded_database
 
 

@@ -14,10 +14,10 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from checkpoints.migrate import setup_database
+from writegate.checkpoints.migrate import setup_database
 from tests.integration.mcp_helpers import Person, accept, refunds_at_provider, stdio_session
 from tests.integration.test_mcp import EXECUTE, REQUEST, execute_args, failed, ok, refund
-from tools.seed import seed_demo
+from writegate.tools.seed import seed_demo
 
 COUNT_PROPOSALS_SQL = "SELECT count(*) AS n FROM wg_proposals"
 

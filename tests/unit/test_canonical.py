@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from approval.canonical import (
+from writegate.approval.canonical import (
     MAX_DEPTH,
     CanonicalizationError,
     canonical_json,
     digest,
     to_rfc3339,
 )
-from approval.errors import ValidationFailed
+from writegate.approval.errors import ValidationFailed
 
 # Text a canonical form can hold: no control characters but tab/newline/CR, no surrogates.
 _VALUE_CHARS = st.characters(blacklist_categories=("Cc", "Cs"), whitelist_characters="\t\n\r")

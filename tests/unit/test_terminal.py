@@ -18,10 +18,10 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from rich.console import Console, RenderableType
 
-from approval.models import Proposal, ProposalStatus
-from graph import cli_admin, cli_mcp, cli_ops, cli_threads
-from graph.messages import approval_request
-from graph.render import audit_table, error_panel, message_renderable, preview_table, receipt_panel
+from writegate.approval.models import Proposal, ProposalStatus
+from writegate.graph import cli_admin, cli_mcp, cli_ops, cli_threads
+from writegate.graph.messages import approval_request
+from writegate.surfaces.cli.render import audit_table, error_panel, message_renderable, preview_table, receipt_panel
 
 # Rewrites the amount line on a real terminal: up a line, clear it, print a fake one.
 REDRAW = "\x1b[1A\x1b[2K\ramount_minor: ¥6.00"

@@ -1,0 +1,103 @@
+"""What clients send: request bodies and query strings, as strict pydantic models.
+
+Unknown fields and unknown query parameters are refused (422), so a body that names a
+user or tenant never slips through: identity comes from the API key alone. Ids and
+idempotency keys are short printable tokens, refused before they reach SQL.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from writegate.approval.canonical import check_input
+
+# Ids are short printable tokens; anything else is refused before it reaches SQL.
+ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+# Free text (a message, a reason): no control characters but tab, newline and carriage
+# return, as in canonical JSON; stated in the schema so clients know before they send.
+TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
+# Idempotency keys: 1-200 visible ASCII characters (a UUID is the usual choice).
+IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,200}$"
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _storable_text(value: str | None) -> str | None:
+    """Text that the ledger, a checkpoint and a terminal can carry: the canonical rules
+    (TEXT_PATTERN, and no lone surrogates, which a JSON schema cannot express)."""
+    if value is not None:
+        check_input(value)  # a ValueError: FastAPI answers 422 validation_failed
+    return value
+
+
+class MessageIn(_In):
+    content: str = Field(min_length=1, max_length=4000, pattern=TEXT_PATTERN)
+
+    _content = field_validator("content")(_storable_text)
+
+
+# -- decisions ------------------------------------------------------------------------
+
+
+class ConfirmIn(_In):
+    action: Literal["confirm"]
+    retyped: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=TEXT_PATTERN,
+        description="The key field typed again, when the approval's tier asks for it "
+        "(`confirmation.retype_field`).",
+    )
+
+    _retyped = field_validator("retyped")(_storable_text)
+
+
+class DeclineIn(_In):
+    action: Literal["decline"]
+    reason: str | None = Field(default=None, max_length=2000, pattern=TEXT_PATTERN)
+
+    _reason = field_validator("reason")(_storable_text)
+
+
+class CancelIn(_In):
+    action: Literal["cancel"]
+
+
+class EditIn(_In):
+    action: Literal["edit"]
+    args: dict[str, Any] = Field(description="The complete new arguments; previewed again.")
+
+
+DecisionIn = Annotated[ConfirmIn | DeclineIn | CancelIn | EditIn, Field(discriminator="action")]
+
+
+class ReviewIn(_In):
+    """A second approver's answer on someone else's confirmed proposal."""
+
+    action: Literal["approve", "decline"]
+
+
+# -- query strings (unknown parameters are refused, like unknown body fields) --------
+
+
+class ThreadQuery(_In):
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class ApprovalQuery(_In):
+    status: Literal["pending", "all"] = Field(
+        default="pending",
+        description="pending: awaiting a decision, not expired, with a question open in "
+        "its thread; all: the most recent approvals, any status (history).",
+    )
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class AuditQuery(_In):
+    thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    proposal_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    limit: int = Field(default=200, ge=1, le=500)
