@@ -4,25 +4,61 @@ Every argument set that a person confirms is reduced to one byte string so that 
 digest bound into a confirmation token means exactly one operation. Two objects that
 mean the same thing (key order aside) give the same bytes; anything that could be
 read two ways (floats for money, NaN, naive datetimes) is refused instead of guessed.
+
+Text that no store or screen can carry faithfully is refused too, before anything is
+written: control characters (NUL, ESC, backspace...; in values the ordinary whitespace
+tab, newline and carriage return is allowed, in object keys nothing), lone surrogates
+(no UTF-8 form), and nesting deeper than `MAX_DEPTH` objects and arrays. Each refusal
+is a `CanonicalizationError`, which is a `validation_failed` error.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+from writegate.approval.errors import CanonicalizationError
+
+__all__ = [
+    "MAX_DEPTH",
+    "CanonicalizationError",
+    "canonical_json",
+    "check_input",
+    "digest",
+    "hash_secret",
+    "request_fingerprint",
+    "to_rfc3339",
+]
+
 DIGEST_PREFIX = "sha256:"
+# Objects and arrays nested deeper than this are refused: no tool argument needs more,
+# and a bound far below Python's recursion limit keeps every walker over them safe.
+MAX_DEPTH = 32
+# Control characters (Unicode category Cc) other than tab, newline and carriage return,
+# which a string value may hold; an object key holds no control character at all.
+_VALUE_REFUSED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_KEY_REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-class CanonicalizationError(ValueError):
-    """A value has no single canonical form (a float, NaN, a naive time...)."""
+def _check_text(text: str, path: str, refused: re.Pattern[str]) -> None:
+    """Refuse a lone surrogate or a control character; the message never echoes it."""
+    found = refused.search(text)
+    if found is None:
+        return
+    char, index = found.group(), found.start()
+    what = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "control character"
+    raise CanonicalizationError(f"{path}: {what} U+{ord(char):04X} at character {index}")
 
 
-def _normalize(value: Any, path: str) -> Any:
-    if value is None or isinstance(value, bool | str):
+def _normalize(value: Any, path: str, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        _check_text(value, path, _VALUE_REFUSED)
+        return value
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
         return value
@@ -36,15 +72,18 @@ def _normalize(value: Any, path: str) -> Any:
         return to_rfc3339(value)
     if isinstance(value, date):
         return value.isoformat()
+    if isinstance(value, dict | list | tuple) and depth >= MAX_DEPTH:
+        raise CanonicalizationError(f"{path}: nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CanonicalizationError(f"{path}: object keys must be strings")
-            out[key] = _normalize(item, f"{path}.{key}")
+            _check_text(key, f"{path} (a key)", _KEY_REFUSED)
+            out[key] = _normalize(item, f"{path}.{key}", depth + 1)
         return out
     if isinstance(value, list | tuple):
-        return [_normalize(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return [_normalize(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
     raise CanonicalizationError(f"{path}: unsupported type {type(value).__name__}")
 
 
@@ -53,6 +92,11 @@ def to_rfc3339(moment: datetime) -> str:
     utc = moment.astimezone(UTC)
     text = utc.isoformat(timespec="microseconds" if utc.microsecond else "seconds")
     return text.replace("+00:00", "Z")
+
+
+def check_input(value: Any) -> None:
+    """Refuse, before anything is stored, a value that has no canonical form."""
+    _normalize(value, "$")
 
 
 def canonical_json(value: Any) -> bytes:

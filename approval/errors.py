@@ -41,6 +41,11 @@ class ValidationFailed(WritegateError):
     default_message = "the arguments are not valid"
 
 
+class CanonicalizationError(ValidationFailed, ValueError):
+    """A value has no single canonical form (a float, NaN, a naive time, a control
+    character, a lone surrogate, nesting too deep): bad input like any other."""
+
+
 class ClarificationNeeded(WritegateError):
     code = "clarification_needed"
     default_message = "the request is ambiguous; ask the user"

@@ -15,7 +15,13 @@ from typing import Any
 
 from writegate.approval import review
 from writegate.approval.audit import call_audit, decision_audit
-from writegate.approval.canonical import digest, hash_secret, request_fingerprint
+from writegate.approval.canonical import (
+    CanonicalizationError,
+    check_input,
+    digest,
+    hash_secret,
+    request_fingerprint,
+)
 from writegate.approval.decisions import Cancel, Confirm, Decline, Edit
 from writegate.approval.errors import (
     AlreadyConsumed,
@@ -97,6 +103,7 @@ class ApprovalService:
             spec = self.spec_for(tool_name)
             if spec.requires_approval:
                 raise ValidationFailed(f"{tool_name} changes state and needs a proposal")
+            check_input(raw_args)  # before anything is stored or even parsed
             args = spec.normalize(raw_args)
             with self.store.transaction() as tx:
                 result = spec.read(ToolContext(identity, tx.conn, thread_id), args)
@@ -139,6 +146,7 @@ class ApprovalService:
             spec = self.spec_for(tool_name)
             if not spec.requires_approval:
                 raise ValidationFailed(f"{tool_name} is a read tool; call it directly")
+            check_input(raw_args)  # before anything is stored or even parsed
             args = spec.normalize(raw_args)
             fingerprint = request_fingerprint(identity.tenant_id, tool_name, args)
             with self.store.transaction() as tx:
@@ -269,6 +277,7 @@ class ApprovalService:
         that tier issues no token). Expiry is judged on the server clock, right-open.
         """
         started = time.perf_counter()
+        check_input(decision.model_dump())  # an edit's arguments, a reason: before any row
         expired: WritegateError | None = None
         with self.store.transaction() as tx:
             proposal = self._owned(tx, identity, decision.proposal_id, for_update=True)
@@ -479,6 +488,10 @@ class ApprovalService:
         started: float,
     ) -> None:
         args = raw_args if isinstance(raw_args, dict) else {"_raw": repr(raw_args)}
+        try:
+            check_input(args)
+        except CanonicalizationError as refused:  # unstorable as given: audit why instead
+            args = {"_refused": refused.message}
         with self.store.transaction() as tx:
             tx.insert_audit(
                 call_audit(

@@ -22,6 +22,15 @@ UPDATE wg_api_keys SET revoked_at = now()
 WHERE key_id = %s AND revoked_at IS NULL
 RETURNING key_id"""
 
+KEY_COLUMNS = "key_id, user_id, tenant_id, roles, created_at, revoked_at"
+
+LIST_KEYS_SQL = f"""
+SELECT {KEY_COLUMNS} FROM wg_api_keys
+WHERE (%s::text IS NULL OR tenant_id = %s) AND (NOT %s OR revoked_at IS NULL)
+ORDER BY created_at, key_id"""
+
+SELECT_KEY_BY_ID_SQL = f"SELECT {KEY_COLUMNS} FROM wg_api_keys WHERE key_id = %s"
+
 INSERT_THREAD_SQL = """
 INSERT INTO wg_http_threads (thread_id, tenant_id, user_id)
 VALUES (%s, %s, %s)
@@ -92,3 +101,4 @@ SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %s, false)"
 THREAD_LOCK_SQL = "SELECT pg_advisory_lock(hashtextextended(%s, 0))"
 THREAD_TRY_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0)) AS ok"
 THREAD_UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+RESET_LOCK_TIMEOUT_SQL = "RESET lock_timeout"

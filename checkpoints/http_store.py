@@ -3,30 +3,39 @@
 Threads opened over HTTP belong to the user who opened it; another user's thread is
 reported missing. A click's idempotency key is claimed before the decision runs and
 holds the answer afterwards. Graph runs on one thread are serialized across processes
-with a PostgreSQL advisory lock held on a dedicated session, so a crashed process can
+with a PostgreSQL advisory lock held on a session of its own, so a crashed process can
 never leave a thread locked: its session ends and the lock with it.
+
+Those sessions come from a small bounded pool of their own (never the runtime's pool,
+whose connections a lock holder's graph run needs), so a storm of clicks can never open
+more server connections than the two pools allow: when every lock session is taken,
+the request is told at once to retry (`unavailable`, 503) instead of queueing.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import Connection
 from psycopg.errors import LockNotAvailable
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
+from psycopg_pool import PoolTimeout
 
-from writegate.approval.errors import InProgress
+from writegate.approval.errors import InProgress, Unavailable
 from writegate.approval.models import Identity
 from writegate.checkpoints import http_sql as sql
-from writegate.checkpoints.pool import Pool
+from writegate.checkpoints.pool import Pool, open_pool
 
 LOCK_NAMESPACE = "wg_thread:"
+LOCK_CONNECTIONS = 8  # lock sessions per process: requests running a graph at once
+LOCK_CHECKOUT_S = 1.0  # how long a request waits for a free lock session
 
 
 @dataclass(frozen=True)
@@ -40,9 +49,21 @@ class Click:
 
 
 class HttpStore:
-    def __init__(self, pool: Pool, url: str) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        url: str,
+        *,
+        lock_connections: int = LOCK_CONNECTIONS,
+        lock_checkout_s: float = LOCK_CHECKOUT_S,
+    ) -> None:
         self.pool = pool
         self.url = url
+        self.lock_checkout_s = lock_checkout_s
+        self.lock_pool = open_pool(url, min_size=1, max_size=lock_connections)
+
+    def close(self) -> None:
+        self.lock_pool.close()
 
     def _all(self, query: str, params: Any) -> list[dict[str, Any]]:
         with self.pool.connection() as conn:
@@ -111,8 +132,16 @@ class HttpStore:
     # -- per-thread serialization -----------------------------------------------------
 
     def lock_thread(self, thread_id: str, *, wait_s: float) -> ThreadLock:
-        """Take the thread's lock, waiting up to wait_s (0: don't wait); InProgress if busy."""
-        return ThreadLock(self.url, thread_id, wait_s)
+        """Take the thread's lock, waiting up to wait_s (0: don't wait); InProgress if the
+        thread is busy, Unavailable if every lock session of this process is taken."""
+        try:
+            conn = self.lock_pool.getconn(timeout=self.lock_checkout_s)
+        except PoolTimeout as exc:
+            raise Unavailable(
+                "too many requests are running on this server; retry shortly",
+                thread_id=thread_id,
+            ) from exc
+        return ThreadLock(self.lock_pool, conn, thread_id, wait_s)
 
     @contextmanager
     def thread_lock(self, thread_id: str, *, wait_s: float) -> Iterator[None]:
@@ -124,41 +153,49 @@ class HttpStore:
 
 
 class ThreadLock:
-    """One thread's advisory lock, held on a dedicated session until `release()`.
+    """One thread's advisory lock, held on a session of the lock pool until `release()`.
 
-    A dedicated session rather than a pooled one: the lock lives exactly as long as
-    this object says, a pool can neither hand it to another request nor run dry of
-    it, and if the process dies the session ends and releases it.
+    The session is this lock's alone while it is held: the lock pool serves nothing
+    else, and the session goes back only once unlocked and reset (or closed, which
+    releases the lock too, when the unlock could not be confirmed). If the process dies,
+    the session ends and releases it.
     """
 
-    def __init__(self, url: str, thread_id: str, wait_s: float) -> None:
+    def __init__(
+        self, pool: Pool, conn: Connection[DictRow], thread_id: str, wait_s: float
+    ) -> None:
         self.key = LOCK_NAMESPACE + thread_id
-        self._conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+        self._pool = pool
+        self._conn: Connection[DictRow] | None = conn
         try:
-            self._acquire(thread_id, wait_s)
+            self._acquire(conn, thread_id, wait_s)
         except BaseException:
-            self._conn.close()
+            self.release()
             raise
 
-    def _acquire(self, thread_id: str, wait_s: float) -> None:
+    def _acquire(self, conn: Connection[DictRow], thread_id: str, wait_s: float) -> None:
         if wait_s <= 0:
-            row = self._conn.execute(sql.THREAD_TRY_LOCK_SQL, (self.key,)).fetchone()
+            row = conn.execute(sql.THREAD_TRY_LOCK_SQL, (self.key,)).fetchone()
             if not (row and row["ok"]):
                 raise InProgress("another request is running this thread", thread_id=thread_id)
             return
-        self._conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
+        conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
         try:
-            self._conn.execute(sql.THREAD_LOCK_SQL, (self.key,))
+            conn.execute(sql.THREAD_LOCK_SQL, (self.key,))
         except LockNotAvailable as exc:
             raise InProgress(
                 "another request is still running this thread", thread_id=thread_id
             ) from exc
 
     def release(self) -> None:
-        if self._conn.closed:
+        conn, self._conn = self._conn, None
+        if conn is None:
             return
-        # Unlock first so a waiter gets the lock at once; closing the session would
-        # release it too, so a failed unlock on a broken session changes nothing.
-        with suppress(psycopg.Error):
-            self._conn.execute(sql.THREAD_UNLOCK_SQL, (self.key,))
-        self._conn.close()
+        # Unlock first so a waiter gets the lock at once. A session whose unlock or reset
+        # fails is closed instead (which releases the lock); the pool then replaces it.
+        try:
+            conn.execute(sql.THREAD_UNLOCK_SQL, (self.key,))
+            conn.execute(sql.RESET_LOCK_TIMEOUT_SQL)
+        except psycopg.Error:
+            conn.close()
+        self._pool.putconn(conn)

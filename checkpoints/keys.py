@@ -3,6 +3,8 @@
 A key is shown to its owner exactly once, when it is made; the database keeps only
 `hash_secret(key)`. Resolving a key gives the user, tenant and roles the service acts
 as, so identity always comes from the key, never from what a request body says.
+Listing shows a key's id, owner, roles and dates, never its secret (which is not
+kept); revoking sets `revoked_at`, after which the key resolves to nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from writegate.approval.canonical import hash_secret
-from writegate.approval.errors import ValidationFailed
+from writegate.approval.errors import NotFound, ValidationFailed
 from writegate.approval.models import Identity
 from writegate.checkpoints import http_sql as sql
 
@@ -31,6 +33,29 @@ class NewKey:
     key_id: str
     identity: Identity
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """What is known about a key: everything but its secret."""
+
+    key_id: str
+    user_id: str
+    tenant_id: str
+    roles: tuple[str, ...]
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> KeyInfo:
+        return cls(
+            row["key_id"],
+            row["user_id"],
+            row["tenant_id"],
+            tuple(row["roles"]),
+            row["created_at"],
+            row["revoked_at"],
+        )
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -66,4 +91,30 @@ def resolve_key(conn: Any, secret: str) -> tuple[str, Identity] | None:
 
 
 def revoke_key(conn: Any, key_id: str) -> bool:
+    """Revoke an active key; False when there is no such key or it was already revoked."""
     return conn.execute(sql.REVOKE_KEY_SQL, (key_id,)).fetchone() is not None
+
+
+def get_key(conn: Any, key_id: str) -> KeyInfo | None:
+    row = conn.execute(sql.SELECT_KEY_BY_ID_SQL, (key_id,)).fetchone()
+    return KeyInfo.from_row(row) if row is not None else None
+
+
+def revoke_key_by_id(conn: Any, key_id: str) -> tuple[KeyInfo, bool]:
+    """Revoke a key; its record and whether this call revoked it (False: it already was).
+
+    NotFound when no key has this id.
+    """
+    revoked = revoke_key(conn, key_id)
+    info = get_key(conn, key_id)
+    if info is None:
+        raise NotFound("no API key with this id", key_id=key_id)
+    return info, revoked
+
+
+def list_keys(
+    conn: Any, *, tenant_id: str | None = None, active_only: bool = False
+) -> list[KeyInfo]:
+    """Keys oldest first, optionally of one tenant and only those not revoked."""
+    rows = conn.execute(sql.LIST_KEYS_SQL, (tenant_id, tenant_id, active_only)).fetchall()
+    return [KeyInfo.from_row(row) for row in rows]

@@ -17,6 +17,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Send
 
+from writegate.approval.canonical import CanonicalizationError, check_input
 from writegate.approval.errors import ValidationFailed, WritegateError
 from writegate.graph.identity import MissingIdentity, identity_of, thread_of
 from writegate.graph.messages import tool_error, tool_result
@@ -52,6 +53,33 @@ LIBRARY_PROMPT = (
 )
 
 
+REFUSED_CALLS = "writegate_refused_calls"
+
+
+def _without_unstorable_args(reply: Any) -> Any:
+    """The reply, with every tool call whose arguments have no canonical form emptied.
+
+    A NUL, a lone surrogate or nesting past the bound cannot be checkpointed faithfully
+    (or at all), so such arguments never enter the state: the call keeps its id and
+    name, its arguments become {}, and the reason is kept for the router to refuse it.
+    """
+    if not isinstance(reply, AIMessage) or not reply.tool_calls:
+        return reply
+    refused: dict[str, str] = {}
+    calls = []
+    for call in reply.tool_calls:
+        try:
+            check_input(call["args"])
+        except CanonicalizationError as bad:
+            refused[call["id"] or ""] = bad.message
+            call = {**call, "args": {}}
+        calls.append(call)
+    if not refused:
+        return reply
+    extra = {**reply.additional_kwargs, REFUSED_CALLS: refused}
+    return reply.model_copy(update={"tool_calls": calls, "additional_kwargs": extra})
+
+
 def _request_of(call: Mapping[str, Any]) -> str:
     """A write call's name and arguments as one comparable string (key order aside)."""
     return json.dumps([call["name"], call["args"]], sort_keys=True, default=str)
@@ -68,11 +96,14 @@ class CallNodes:
         if not isinstance(last, AIMessage) or not last.tool_calls:
             return END
         counts = Counter(call["id"] for call in last.tool_calls)
+        refused = last.additional_kwargs.get(REFUSED_CALLS, {})
         writes: dict[str, str | None] = {}  # (name, arguments) -> the first call that asked for it
         sends = []
         for call in last.tool_calls:
             name = call["name"]
-            if counts[call["id"]] > 1:
+            if call["id"] in refused:
+                sends.append(Send("refuse", {"call": call, "invalid": refused[call["id"]]}))
+            elif counts[call["id"]] > 1:
                 sends.append(Send("refuse", {"call": call}))
             elif name in self.rt.registry and not self.rt.registry.get(name).requires_approval:
                 sends.append(Send("read", {"call": call}))
@@ -87,11 +118,19 @@ class CallNodes:
     def refuse(self, branch: dict[str, Any]) -> dict[str, Any]:
         """Two calls sharing one id would share one approval: refuse them both.
 
+        Arguments without a canonical form (control characters, lone surrogates, nesting
+        too deep) are refused as they are, with the reason.
+
         A second call asking for exactly the same write as an earlier one of its turn is
         refused too; the earlier one carries the request.
         """
         call, twin = branch["call"], branch.get("twin_of")
-        if twin:
+        if branch.get("invalid"):
+            exc = ValidationFailed(
+                f"invalid arguments for {call['name']}: {branch['invalid']}",
+                tool_call_id=call["id"],
+            )
+        elif twin:
             exc = ValidationFailed(
                 f"the same write was already requested in this turn by call {twin}; "
                 "nothing was proposed for this duplicate",
@@ -136,4 +175,4 @@ class Nodes(CallNodes):
         news = settled_updates(self.rt.store, identity, state["messages"])
         messages: list[AnyMessage] = [SystemMessage(self.system_prompt), *state["messages"], *news]
         reply = self.model.invoke(messages, config)
-        return {"messages": [*news, reply]}
+        return {"messages": [*news, _without_unstorable_args(reply)]}

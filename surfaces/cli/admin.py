@@ -24,6 +24,7 @@ from writegate.graph.messages import approval_request
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.cli.common import console, database_url
 from writegate.surfaces.cli.render import error_panel, preview_table
+from writegate.surfaces.cli.terminal import inert, markup_safe
 
 User = Annotated[str, typer.Option("--user", help="Who you are (user id).")]
 Tenant = Annotated[str, typer.Option("--tenant", help="Your tenant id.")]
@@ -62,15 +63,15 @@ def confirmation_table(proposal: Proposal) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
-    table.add_row("requested by", f"{proposal.subject} ({proposal.tenant_id})")
-    table.add_row("status", proposal.status.value)
-    table.add_row("tier", f"{proposal.tier} (policy {proposal.policy_version})")
+    table.add_row("requested by", inert(f"{proposal.subject} ({proposal.tenant_id})"))
+    table.add_row("status", inert(proposal.status.value))
+    table.add_row("tier", inert(f"{proposal.tier} (policy {proposal.policy_version})"))
     for reason in block.get("reasons", []):
-        table.add_row("", f"• {reason}")
+        table.add_row("", inert(f"• {reason}"))
     if proposal.second_approver:
-        table.add_row("second approver", proposal.second_approver)
+        table.add_row("second approver", inert(proposal.second_approver))
     if proposal.revoked_by:
-        table.add_row("revoked by", proposal.revoked_by)
+        table.add_row("revoked by", inert(proposal.revoked_by))
     return table
 
 
@@ -100,9 +101,10 @@ def approve(
             done = service.decline_as_second(identity, proposal_id)
         else:
             done = service.approve_as_second(identity, proposal_id)
-        console.print(f"[green]ok[/green] {proposal_id} is now [bold]{done.status.value}[/bold]")
+        pid, status = markup_safe(proposal_id), markup_safe(done.status.value)
+        console.print(f"[green]ok[/green] {pid} is now [bold]{status}[/bold]")
         if not decline:
-            console.print(f"{done.subject}'s next confirm receives the one-time token.")
+            console.print(inert(f"{done.subject}'s next confirm receives the one-time token."))
 
 
 def revoke(
@@ -116,7 +118,8 @@ def revoke(
     with _runtime() as runtime:
         done = runtime.service.revoke(identity, proposal_id)
         _show(done)
-        console.print(f"[green]ok[/green] {proposal_id} is revoked; executing it now fails")
+        pid = markup_safe(proposal_id)
+        console.print(f"[green]ok[/green] {pid} is revoked; executing it now fails")
 
 
 def approvals(user: User, tenant: Tenant, role: Roles = None) -> None:
@@ -124,9 +127,14 @@ def approvals(user: User, tenant: Tenant, role: Roles = None) -> None:
     identity = _identity(user, tenant, role)
     with _runtime() as runtime:
         waiting = runtime.service.awaiting_second_approval(identity)
-    table = Table(title=f"awaiting second approval in {tenant}", title_justify="left")
+    console.print(approvals_table(waiting, tenant))
+
+
+def approvals_table(waiting: list[Proposal], tenant: str) -> Table:
+    table = Table(title=inert(f"awaiting second approval in {tenant}"), title_justify="left")
     for column in ("proposal", "requested by", "operation", "tier", "expires"):
         table.add_column(column, no_wrap=True)
     for p in waiting:
-        table.add_row(p.proposal_id, p.subject, p.operation, p.tier, to_rfc3339(p.expires_at))
-    console.print(table)
+        cells = (p.proposal_id, p.subject, p.operation, p.tier, to_rfc3339(p.expires_at))
+        table.add_row(*(inert(cell) for cell in cells))
+    return table

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import typer
-from rich.markup import escape
 
 from writegate.approval.errors import WritegateError
 from writegate.approval.policy import PolicyError
@@ -18,6 +17,7 @@ from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
 from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threads
 from writegate.surfaces.cli.common import err_console
+from writegate.surfaces.cli.terminal import markup_safe
 
 Register = Callable[[typer.Typer], None]
 
@@ -53,5 +53,5 @@ def run(app: typer.Typer) -> None:
         app()
     except (DatabaseUnavailable, MigrationError, PolicyError, WritegateError) as exc:
         # escaped: a policy error names tables such as [points], which are not markup
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        err_console.print(f"[red]error:[/red] {markup_safe(exc)}", soft_wrap=True)
         raise SystemExit(2) from exc

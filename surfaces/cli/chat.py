@@ -16,8 +16,8 @@ from typing import Annotated, Any
 import typer
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command, Interrupt
-from rich.markup import escape
 
+from writegate.approval.canonical import CanonicalizationError, check_input
 from writegate.graph.build import build_graph
 from writegate.graph.model import describe_model
 from writegate.graph.runtime import Runtime
@@ -28,6 +28,7 @@ from writegate.surfaces.cli.render import (
     print_messages,
     reported_errors,
 )
+from writegate.surfaces.cli.terminal import markup_safe
 
 DECISIONS = ("confirm", "decline", "cancel", "edit", "later")
 QUIT = ("/quit", "/exit")
@@ -61,13 +62,14 @@ def chat(
         graph = build_graph(runtime, checkpointer=runtime.checkpointer)
         config: Any = {"configurable": {"thread_id": thread_id, "user_id": user,
                                         "tenant_id": tenant}}  # fmt: skip
-        console.print(f"[bold]thread[/bold] {thread_id}  [bold]as[/bold] {user} in {tenant}")
-        console.print(f"[bold]model[/bold]  {describe_model()}")
+        shown_thread, who = markup_safe(thread_id), markup_safe(f"{user} in {tenant}")
+        console.print(f"[bold]thread[/bold] {shown_thread}  [bold]as[/bold] {who}")
+        console.print(f"[bold]model[/bold]  {markup_safe(describe_model())}")
         console.print("[dim]/quit or Ctrl-D to leave; come back with "
-                      f"`writegate chat --thread {thread_id}`[/dim]")  # fmt: skip
+                      f"`writegate chat --thread {shown_thread}`[/dim]")  # fmt: skip
         with contextlib.suppress(LeaveChat):
             _loop(graph, config)
-        console.print(f"bye. resume with: writegate chat --thread {thread_id}")
+        console.print(f"bye. resume with: writegate chat --thread {shown_thread}")
 
 
 def _loop(graph: Any, config: Any) -> None:
@@ -112,11 +114,19 @@ def _describe(exc: Exception) -> str:
 
 
 def _read(prompt: str) -> str:
-    try:
-        return console.input(prompt).strip()
-    except (EOFError, KeyboardInterrupt):
-        console.print()
-        raise LeaveChat from None
+    """A line typed by the person; one with control characters is refused, not sent."""
+    while True:
+        try:
+            text = console.input(prompt).strip()
+        except (EOFError, KeyboardInterrupt):
+            console.print()
+            raise LeaveChat from None
+        try:
+            check_input(text)
+        except CanonicalizationError as exc:
+            console.print(error_panel(exc.to_dict(), title="not sent"))
+            continue
+        return text
 
 
 def _answer_all(pending: list[Interrupt]) -> dict[str, Any]:
@@ -142,7 +152,8 @@ def _decide(request: dict[str, Any]) -> dict[str, Any]:
         if not choice:
             continue
         console.print(
-            f"[yellow]{choice!r} is not a decision.[/yellow] Type one of: {', '.join(DECISIONS)}"
+            f"[yellow]{markup_safe(repr(choice))} is not a decision.[/yellow] "
+            f"Type one of: {', '.join(DECISIONS)}"
         )
     if choice == "later":
         console.print("[dim]left pending; nothing was sent. It waits in the database.[/dim]")
@@ -164,7 +175,7 @@ def _edit_args(request: dict[str, Any]) -> dict[str, Any]:
 def _ask_value(name: str, current: Any, display: str | None) -> Any:
     shown = repr(current) + (f" = {display}" if display and display != str(current) else "")
     while True:
-        text = _read(escape(f"  {name} (now {shown}; Enter keeps it): "))
+        text = _read(markup_safe(f"  {name} (now {shown}; Enter keeps it): "))
         if not text:
             return current
         if not isinstance(current, int) or isinstance(current, bool):
@@ -172,4 +183,5 @@ def _ask_value(name: str, current: Any, display: str | None) -> Any:
         try:
             return int(text)  # integers stay integers: amounts are minor units
         except ValueError:
-            console.print(f"[yellow]{name} takes an integer (minor units, e.g. 19900)[/yellow]")
+            shown = markup_safe(name)
+            console.print(f"[yellow]{shown} takes an integer (minor units, e.g. 19900)[/yellow]")

@@ -6,6 +6,7 @@ import typer
 from rich.console import Console
 
 from writegate.checkpoints.database import DatabaseUnavailable, resolve_database_url
+from writegate.surfaces.cli.terminal import markup_safe
 
 console = Console()
 err_console = Console(stderr=True)
@@ -16,5 +17,5 @@ def database_url() -> str:
     try:
         return resolve_database_url()
     except DatabaseUnavailable as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {markup_safe(exc)}")
         raise typer.Exit(2) from exc

@@ -36,6 +36,7 @@ from writegate.surfaces.cli.render import (
     receipt_panel,
     reported_errors,
 )
+from writegate.surfaces.cli.terminal import markup_safe
 from writegate.tools.provider import SimulatedProvider
 from writegate.tools.seed import reset_demo, seed_demo
 
@@ -76,7 +77,7 @@ def demo() -> None:
             _graph_part(runtime, thread)
             _protocol_part(runtime, thread)
     except DemoFailed as exc:
-        console.print(f"[bold red]demo failed:[/bold red] {exc}")
+        console.print(f"[bold red]demo failed:[/bold red] {markup_safe(exc)}")
         raise typer.Exit(1) from exc
     finally:
         runtime.close()

@@ -16,7 +16,9 @@ import typer
 from writegate.approval.canonical import to_rfc3339
 from writegate.approval.decisions import Cancel, Confirm, Decline
 from writegate.approval.errors import WritegateError
+from writegate.approval.models import Proposal
 from writegate.approval.service import Confirmation
+from writegate.surfaces.cli.terminal import clean
 
 TRANSPORTS = ("stdio", "http")
 
@@ -53,13 +55,22 @@ def _serve(transport: str, host: str, port: int, user: str | None, tenant: str |
         runtime.close()
 
 
+def print_confirm_preview(proposal: Proposal) -> None:
+    """The preview, each line cleaned: no value can redraw or add a line of its own."""
+    from writegate.surfaces.mcp_server.confirm import confirm_lines
+
+    for line in confirm_lines(proposal):
+        print(clean(line))
+    sys.stdout.flush()
+
+
 def _confirm(proposal_id: str, user: str, tenant: str) -> None:
     from rich.console import Console
 
     from writegate.approval.models import Identity, ProposalStatus
     from writegate.graph.runtime import Runtime
     from writegate.surfaces.cli.common import database_url
-    from writegate.surfaces.mcp_server.confirm import confirm_message, retype_ask
+    from writegate.surfaces.mcp_server.confirm import retype_ask
 
     err = Console(stderr=True)
     if not sys.stdin.isatty():
@@ -72,7 +83,7 @@ def _confirm(proposal_id: str, user: str, tenant: str) -> None:
             # (awaiting a second approver, decided or ended: nothing to confirm here)
             err.print(f"[red]error:[/red] this proposal is {proposal.status.value}")
             raise typer.Exit(1)
-        print(confirm_message(proposal), flush=True)
+        print_confirm_preview(proposal)
         answer = input("Type 'yes' to confirm, 'no' to decline, 'cancel' to cancel: ")
         answer = answer.strip().lower()
         decision: Confirm | Decline | Cancel
@@ -80,7 +91,8 @@ def _confirm(proposal_id: str, user: str, tenant: str) -> None:
             decision = Confirm(action="confirm", proposal_id=proposal_id)
             ask = retype_ask(proposal)
             if ask:  # this proposal's tier asks the person to re-type a key value
-                retyped = input(f"Re-type {ask['retype_field']} ({ask.get('retype_hint', '')}): ")
+                field, hint = clean(ask["retype_field"]), clean(ask.get("retype_hint", ""))
+                retyped = input(f"Re-type {field} ({hint}): ")
                 decision = Confirm.model_validate(
                     {"action": "confirm", "proposal_id": proposal_id, "retyped": retyped}
                 )
@@ -125,5 +137,5 @@ def register(app: typer.Typer) -> None:
         try:
             _confirm(proposal_id, user, tenant)
         except WritegateError as exc:
-            typer.echo(f"error: {exc.code}: {exc.message}", err=True)
+            typer.echo(clean(f"error: {exc.code}: {exc.message}"), err=True)
             raise typer.Exit(2) from exc

@@ -23,6 +23,7 @@ from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled
 from writegate.approval.retention import RetentionPolicy
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, list_escalations, purge
 from writegate.surfaces.cli.common import console, database_url, err_console
+from writegate.surfaces.cli.terminal import inert, markup_safe
 
 PROVIDER_URL_ENV = "WRITEGATE_PROVIDER_URL"
 provider_app = typer.Typer(help="The payment provider simulator.", no_args_is_help=True)
@@ -103,7 +104,7 @@ def reconcile(
         for what, n in sorted(counts.items()):
             console.print(f"  {n:5d}  {what}")
     if failures:
-        err_console.print(f"[red]error:[/red] a worker stopped: {failures[0]}")
+        err_console.print(f"[red]error:[/red] a worker stopped: {markup_safe(failures[0])}")
         raise typer.Exit(1)
 
 
@@ -126,18 +127,26 @@ def escalations(
     if not rows:
         console.print("no escalations")
         return
+    print_escalations(rows)
+
+
+def print_escalations(rows: list[dict[str, Any]]) -> None:
+    """Each escalation as a few lines; every stored value is shown inert."""
     for row in rows:
         title = (row.get("preview") or {}).get("title", row["operation"])
-        console.print(f"[bold]{row['execution_id']}[/bold]  {title}")
+        console.print(inert(row["execution_id"], style="bold") + inert(f"  {title}"))
         who = f"tenant {row['tenant_id']}  user {row['subject']}  thread {row['thread_id']}"
-        console.print("  " + who)
-        console.print(f"  request key {row['request_key']}  (send it to the provider's support)")
-        console.print(f"  arguments {json.dumps(row['args'], ensure_ascii=False)}")
-        console.print(f"  why {json.dumps(row['escalation'], ensure_ascii=False, default=str)}")
-        console.print(f"  started {row['created_at']}  checks {row['checks']}")
+        console.print(inert("  " + who))
+        key = row["request_key"]
+        console.print(inert(f"  request key {key}  (send it to the provider's support)"))
+        console.print(inert(f"  arguments {json.dumps(row['args'], ensure_ascii=False)}"))
+        why = json.dumps(row["escalation"], ensure_ascii=False, default=str)
+        console.print(inert(f"  why {why}"))
+        console.print(inert(f"  started {row['created_at']}  checks {row['checks']}"))
         for h in row["history"]:
             action = (h.get("result") or {}).get("action", "")
-            console.print(f"    {h['created_at']}  {h['event']:9s} {h['status']:16s} {action}")
+            line = f"    {h['created_at']}  {h['event']:9s} {h['status']:16s} {action}"
+            console.print(inert(line))
 
 
 def stats(
@@ -222,7 +231,7 @@ def provider_serve(
     try:
         serve(database_url(), host=host, port=port, rules=faults, stall_seconds=stall, ready=ready)
     except ValueError as exc:  # a malformed fault rule
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {markup_safe(exc)}")
         raise typer.Exit(2) from exc
     except KeyboardInterrupt:
         pass

@@ -4,7 +4,9 @@ Turns writegate's machine values into something a person can read: an approval
 request (the interrupt value) as a preview table, a receipt, a structured error, the
 messages of a conversation and audit rows; and setup failures as an error panel
 instead of a traceback. Rendering never changes a value: display
-strings sit next to the machine values they describe, not in place of them.
+strings sit next to the machine values they describe, not in place of them. Every
+value from outside (model, user, database) is shown through `terminal.py`, so escape
+sequences and rich markup in it are shown inert.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rich.text import Text
 from writegate.approval.errors import WritegateError
 from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
+from writegate.surfaces.cli.terminal import clean, inert
 
 _AUDIT_LABELS = {"audit_id": "#", "tool_name": "tool", "error_code": "error"}
 _RECEIPT_KEYS = ("execution_id", "request_key", "operation", "provider_ref", "completed_at")
@@ -32,6 +35,7 @@ _RECEIPT_KEYS = ("execution_id", "request_key", "operation", "provider_ref", "co
 
 def _short(value: Any, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = clean(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -57,7 +61,7 @@ def preview_table(request: Mapping[str, Any]) -> Table:
     """An approval request as a table: operation, target, each argument, impact, expiry."""
     preview = request.get("preview") or {}
     table = Table(
-        title=f"Approval needed: {preview.get('title', request.get('operation', '?'))}",
+        title=inert(f"Approval needed: {preview.get('title', request.get('operation', '?'))}"),
         title_justify="left",
         show_header=True,
         header_style="bold",
@@ -65,13 +69,15 @@ def preview_table(request: Mapping[str, Any]) -> Table:
     table.add_column("", style="bold cyan", no_wrap=True)
     table.add_column("shown to you")
     table.add_column("exact value executed", style="dim")
-    table.add_row("operation", str(request.get("operation", "")), "")
-    table.add_row("target", str(preview.get("target", request.get("resource", ""))), "")
+    table.add_row("operation", inert(request.get("operation", "")), "")
+    table.add_row("target", inert(preview.get("target", request.get("resource", ""))), "")
     for field in preview.get("fields", []):
         table.add_row(
-            str(field.get("name")), str(field.get("display")), _short(field.get("value"), 80)
+            inert(field.get("name")),
+            inert(field.get("display")),
+            inert(_short(field.get("value"), 80)),
         )
-    table.add_row("impact", Text(str(preview.get("impact", "")), style="yellow"), "")
+    table.add_row("impact", inert(preview.get("impact", ""), style="yellow"), "")
     flags = [
         flag
         for flag, on in (("irreversible", preview.get("irreversible")),
@@ -80,25 +86,25 @@ def preview_table(request: Mapping[str, Any]) -> Table:
     ]  # fmt: skip
     if flags:
         table.add_row("side effect", Text(", ".join(flags), style="bold red"), "")
-    table.add_row("expires", str(request.get("expires_at", "")), "")
-    table.add_row("proposal", str(request.get("proposal_id", "")), "")
+    table.add_row("expires", inert(request.get("expires_at", "")), "")
+    table.add_row("proposal", inert(request.get("proposal_id", "")), "")
     return table
 
 
 def error_panel(error: Mapping[str, Any], *, title: str = "refused") -> Panel:
     """A structured error {code, message, retryable, ...} without any stack trace."""
     lines = Text()
-    lines.append(str(error.get("code", "error")), style="bold red")
-    lines.append(f"  {error.get('message', '')}\n")
+    lines.append(clean(error.get("code", "error")), style="bold red")
+    lines.append(f"  {clean(error.get('message', ''))}\n")
     lines.append(f"retryable: {bool(error.get('retryable'))}", style="dim")
     if error.get("advice"):
-        lines.append(f"\nadvice: {error['advice']}", style="italic")
+        lines.append(f"\nadvice: {clean(error['advice'])}", style="italic")
     details = error.get("details")
     if isinstance(details, Mapping):
         shown = {k: v for k, v in details.items() if k != "receipt"}
         if shown:
             lines.append(f"\ndetails: {_short(shown, 240)}", style="dim")
-    return Panel(lines, title=title, title_align="left", border_style="red", expand=False)
+    return Panel(lines, title=inert(title), title_align="left", border_style="red", expand=False)
 
 
 def receipt_panel(receipt: Mapping[str, Any], *, title: str = "receipt") -> Panel:
@@ -106,17 +112,17 @@ def receipt_panel(receipt: Mapping[str, Any], *, title: str = "receipt") -> Pane
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold green", no_wrap=True)
     table.add_column()
-    table.add_row("status", str(receipt.get("status", "")))
+    table.add_row("status", inert(receipt.get("status", "")))
     for key in _RECEIPT_KEYS:
         if receipt.get(key) is not None:
-            table.add_row(key, str(receipt[key]))
-    table.add_row("args_digest", str(receipt.get("args_digest", "")))
+            table.add_row(key, inert(receipt[key]))
+    table.add_row("args_digest", inert(receipt.get("args_digest", "")))
     result = receipt.get("result") or {}
     if isinstance(result, Mapping):
         for key in ("refund_id", "ticket_id", "amount_minor", "currency"):
             if key in result:
-                table.add_row(key, str(result[key]))
-    return Panel(table, title=title, title_align="left", border_style="green", expand=False)
+                table.add_row(key, inert(result[key]))
+    return Panel(table, title=inert(title), title_align="left", border_style="green", expand=False)
 
 
 def tool_content(message: ToolMessage) -> dict[str, Any]:
@@ -135,14 +141,14 @@ def is_receipt(body: Mapping[str, Any]) -> bool:
 def message_renderable(message: BaseMessage) -> RenderableType | None:
     """One conversation message, or None for what a person need not see."""
     if isinstance(message, HumanMessage):
-        return Text.assemble(("you: ", "bold cyan"), str(message.text))
+        return Text.assemble(("you: ", "bold cyan"), clean(message.text))
     if isinstance(message, AIMessage):
         parts: list[RenderableType] = []
         if message.text:
-            parts.append(Text.assemble(("assistant: ", "bold magenta"), str(message.text)))
+            parts.append(Text.assemble(("assistant: ", "bold magenta"), clean(message.text)))
         for call in message.tool_calls:
             args = ", ".join(f"{k}={v!r}" for k, v in call["args"].items())
-            parts.append(Text(f"  model calls {call['name']}({args})", style="dim"))
+            parts.append(inert(f"  model calls {call['name']}({args})", style="dim"))
         return Group(*parts) if parts else None
     if isinstance(message, ToolMessage):
         body = tool_content(message)
@@ -150,7 +156,7 @@ def message_renderable(message: BaseMessage) -> RenderableType | None:
             return receipt_panel(body, title=f"receipt: {message.name}")
         if "code" in body and "status" not in body:
             return error_panel(body, title=f"{message.name}: not done")
-        return Text(f"  {message.name} → {_short(body, 110)}", style="dim")
+        return inert(f"  {message.name} → {_short(body, 110)}", style="dim")
     return None
 
 
@@ -171,7 +177,9 @@ def audit_table(rows: Iterable[Mapping[str, Any]], *, title: str) -> Table:
     if len({r.get("tenant_id") for r in ordered}) < 2:
         columns.remove("tenant_id")  # one tenant: say it in the title, keep the table narrow
         title += f" (tenant {ordered[0].get('tenant_id')})" if ordered else ""
-    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    table = Table(
+        title=inert(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD
+    )
     for column in columns:
         label = _AUDIT_LABELS.get(column, column.removesuffix("_id"))
         if column in ("status", "error_code"):
@@ -179,6 +187,6 @@ def audit_table(rows: Iterable[Mapping[str, Any]], *, title: str) -> Table:
         else:
             table.add_column(label, no_wrap=True)
     for row in ordered:
-        table.add_row(*(Text(str(row.get(c) or ""), style="red" if c == "error_code" else "")
+        table.add_row(*(inert(row.get(c) or "", style="red" if c == "error_code" else "")
                         for c in columns))  # fmt: skip
     return table

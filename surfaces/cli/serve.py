@@ -1,17 +1,24 @@
-"""`writegate serve` (the HTTP service and approval page) and `writegate keys create`.
+"""`writegate serve` (the HTTP service and approval page) and `writegate keys ...`.
 
 Any number of `serve` processes may run against one database: they share nothing
-but PostgreSQL. A key is printed once, when it is made; only its hash is stored.
+but PostgreSQL. A key is printed once, when it is made; only its hash is stored, so
+`keys list` shows ids, owners and dates, never a secret. `keys revoke` revokes by id;
+the HTTP service and the MCP server refuse the key from the next request on.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Annotated
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, replace
+from typing import Annotated, Any
 
 import typer
 
 from writegate.surfaces.cli.common import console, database_url, err_console
+from writegate.surfaces.cli.render import reported_errors
+from writegate.surfaces.cli.terminal import clean, markup_safe
 
 keys_app = typer.Typer(help="Manage API keys for the HTTP service.", no_args_is_help=True)
 
@@ -35,7 +42,7 @@ def serve(
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {markup_safe(exc)}")
         raise typer.Exit(2) from exc
     # Load the policy now, so a broken file stops here with one line (PolicyError,
     # reported by the command's entry point), not later inside the server's startup.
@@ -56,6 +63,65 @@ def keys_create(
 ) -> None:
     """Create an API key for USER in TENANT and print it once (only its hash is kept)."""
     from writegate.checkpoints.keys import create_key
+
+    with _keys_connection() as conn:
+        made = create_key(conn, user, tenant, role or [])
+    roles = ", ".join(sorted(made.identity.roles)) or "none"
+    err_console.print(
+        f"key {made.key_id} for {user} in {tenant} (roles: {roles}); "
+        "it is shown only now, store it safely:"
+    )
+    print(made.secret)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (key_...), as `keys list` shows.")],
+) -> None:
+    """Revoke an API key: from the next request on, the HTTP service refuses it."""
+    from writegate.checkpoints.keys import revoke_key_by_id
+
+    with reported_errors(err_console), _keys_connection() as conn:
+        info, revoked = revoke_key_by_id(conn, key_id)
+    owner = f"{info.user_id} in {info.tenant_id}"
+    if revoked:
+        console.print(clean(f"key {info.key_id} ({owner}) is revoked"), markup=False)
+    else:
+        when = info.revoked_at.isoformat() if info.revoked_at else "?"
+        console.print(clean(f"key {info.key_id} ({owner}) was already revoked at {when}"),
+                      markup=False)  # fmt: skip
+
+
+@keys_app.command("list")
+def keys_list(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys.")] = None,
+    active: Annotated[bool, typer.Option("--active", help="Only keys not revoked.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List API keys, oldest first: id, user, tenant, roles, created, revoked. Never a
+    secret: only a hash of each is kept."""
+    from writegate.checkpoints.keys import list_keys
+
+    with reported_errors(err_console), _keys_connection() as conn:
+        found = list_keys(conn, tenant_id=tenant, active_only=active)
+    if as_json:
+        print(json.dumps([asdict(key) for key in found], default=str, indent=2))
+        return
+    print("key_id  user  tenant  roles  created  status")
+    for key in found:
+        roles = ",".join(key.roles) or "-"
+        created = key.created_at.isoformat(timespec="seconds")
+        status = (
+            f"revoked {key.revoked_at.isoformat(timespec='seconds')}"
+            if key.revoked_at
+            else "active"
+        )
+        print(clean(f"{key.key_id}  {key.user_id}  {key.tenant_id}  {roles}  {created}  {status}"))
+
+
+@contextmanager
+def _keys_connection() -> Iterator[Any]:
+    """One connection to the (set up) database, for a key command."""
     from writegate.checkpoints.migrate import setup_database
     from writegate.checkpoints.pool import open_pool
 
@@ -64,15 +130,9 @@ def keys_create(
     pool = open_pool(url, max_size=1)
     try:
         with pool.connection() as conn:
-            made = create_key(conn, user, tenant, role or [])
+            yield conn
     finally:
         pool.close()
-    roles = ", ".join(sorted(made.identity.roles)) or "none"
-    err_console.print(
-        f"key {made.key_id} for {user} in {tenant} (roles: {roles}); "
-        "it is shown only now, store it safely:"
-    )
-    print(made.secret)
 
 
 def register(app: typer.Typer) -> None:

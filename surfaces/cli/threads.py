@@ -20,6 +20,7 @@ from writegate.checkpoints.pool import open_pool
 from writegate.checkpoints.threads import threads_with_pending
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import reported_errors
+from writegate.surfaces.cli.terminal import inert
 
 
 def register(app: typer.Typer) -> None:
@@ -44,9 +45,9 @@ def threads(
     finally:
         pool.close()
     rows = _thread_rows(listed, pending)
-    console.print(_threads_table(rows, pending, describe_database(url)))
+    console.print(threads_table(rows, pending, describe_database(url)))
     if pending:
-        console.print(_pending_table(pending))
+        console.print(pending_table(pending))
     waiting = sum(1 for p in pending if not p["expired"])
     console.print(f"{len(rows)} thread(s), {waiting} pending approval(s)")
 
@@ -62,26 +63,26 @@ def _thread_rows(listed: list[Any], pending: list[Any]) -> dict[str, dict[str, A
     return rows
 
 
-def _threads_table(rows: dict[str, dict[str, Any]], pending: list[Any], where: str) -> Table:
+def threads_table(rows: dict[str, dict[str, Any]], pending: list[Any], where: str) -> Table:
     waiting: dict[str, int] = defaultdict(int)
     for proposal in pending:
         waiting[proposal["thread_id"]] += 0 if proposal["expired"] else 1
-    table = Table(title=f"threads on {where}", title_justify="left", header_style="bold")
+    table = Table(title=inert(f"threads on {where}"), title_justify="left", header_style="bold")
     for column in ("thread", "user", "tenant", "last activity", "pending"):
         table.add_column(column, no_wrap=True)
     for thread_id, row in rows.items():
         count = waiting.get(thread_id, 0)
         table.add_row(
-            thread_id,
-            str(row["user_id"] or ""),
-            str(row["tenant_id"] or ""),
-            str(row["updated_at"] or "")[:19].replace("T", " "),
+            inert(thread_id),
+            inert(row["user_id"] or ""),
+            inert(row["tenant_id"] or ""),
+            inert(str(row["updated_at"] or "")[:19].replace("T", " ")),
             Text(str(count), style="bold yellow") if count else Text("0", style="dim"),
         )
     return table
 
 
-def _pending_table(pending: list[Any]) -> Table:
+def pending_table(pending: list[Any]) -> Table:
     table = Table(title="pending approvals", title_justify="left", header_style="bold")
     for column in ("thread", "proposal", "what", "status", "expires"):
         table.add_column(column, no_wrap=column in ("thread", "proposal"), overflow="fold")
@@ -89,10 +90,10 @@ def _pending_table(pending: list[Any]) -> Table:
         preview = proposal["preview"] or {}
         status = "expired (not yet swept)" if proposal["expired"] else proposal["status"]
         table.add_row(
-            proposal["thread_id"],
-            proposal["proposal_id"],
-            Text(str(preview.get("title") or proposal["operation"])),
-            Text(status, style="dim" if proposal["expired"] else "yellow"),
-            proposal["expires_at"].strftime("%Y-%m-%d %H:%M:%S %Z"),
+            inert(proposal["thread_id"]),
+            inert(proposal["proposal_id"]),
+            inert(preview.get("title") or proposal["operation"]),
+            inert(status, style="dim" if proposal["expired"] else "yellow"),
+            inert(proposal["expires_at"].strftime("%Y-%m-%d %H:%M:%S %Z")),
         )
     return table

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from writegate.approval.canonical import digest, to_rfc3339
+from writegate.approval.canonical import check_input, digest, to_rfc3339
 from writegate.approval.errors import (
     AlreadyConsumed,
     NotFound,
@@ -40,12 +40,19 @@ class ExecuteArgs(BaseModel):
     proposal_id: str = Field(min_length=1, max_length=200)
     confirmation_token: str = Field(min_length=1, max_length=500)
 
+    @field_validator("proposal_id", "confirmation_token")
+    @classmethod
+    def _storable(cls, value: str) -> str:
+        check_input(value)  # no NUL or other control character reaches a query
+        return value
+
 
 def request_call_id(spec: ToolSpec, args: dict[str, Any], client_request_id: Any) -> str:
     """The business key of one request within a session (never the JSON-RPC id)."""
     if client_request_id is not None:
         if not isinstance(client_request_id, str) or not 0 < len(client_request_id) <= 200:
             raise ValidationFailed(f"{CLIENT_REQUEST_ID} must be a string of 1 to 200 characters")
+        check_input({CLIENT_REQUEST_ID: client_request_id})
         return f"mcp:client:{client_request_id}"
     try:
         return f"mcp:args:{digest(spec.normalize(args))}"

@@ -72,6 +72,11 @@ def can_elicit(capabilities: types.ClientCapabilities | None) -> bool:
 
 
 def confirm_message(proposal: Proposal) -> str:
+    return "\n".join(confirm_lines(proposal))
+
+
+def confirm_lines(proposal: Proposal) -> list[str]:
+    """The preview a person confirms, line by line (a terminal cleans each one)."""
     preview = proposal.preview
     lines = [
         f"Please confirm: {preview.get('title', proposal.operation)}",
@@ -85,7 +90,7 @@ def confirm_message(proposal: Proposal) -> str:
         f"Proposal {proposal.proposal_id}; this request expires at "
         f"{to_rfc3339(proposal.expires_at)}."
     )
-    return "\n".join(lines)
+    return lines
 
 
 def elicit_request(proposal: Proposal) -> types.ElicitRequest:

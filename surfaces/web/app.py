@@ -94,8 +94,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if getattr(app.state, "wg", None) is not None:
-            yield
+        given: Services | None = getattr(app.state, "wg", None)
+        if given is not None:
+            try:
+                yield
+            finally:
+                given.close()
             return
         opened = await run_in_threadpool(
             Runtime.open, settings.database_url, policy=settings.policy()
@@ -104,6 +108,7 @@ def create_app(
         try:
             yield
         finally:
+            app.state.wg.close()
             opened.close()
 
     app = FastAPI(title="writegate", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)

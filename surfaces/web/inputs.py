@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from writegate.approval.canonical import check_input
 
 # Ids are short printable tokens; anything else is refused before it reaches SQL.
 ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+# Free text (a message, a reason): no control characters but tab, newline and carriage
+# return, as in canonical JSON; stated in the schema so clients know before they send.
+TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
 # Idempotency keys: 1-200 visible ASCII characters (a UUID is the usual choice).
 IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,200}$"
 
@@ -21,8 +26,18 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _storable_text(value: str | None) -> str | None:
+    """Text that the ledger, a checkpoint and a terminal can carry: the canonical rules
+    (TEXT_PATTERN, and no lone surrogates, which a JSON schema cannot express)."""
+    if value is not None:
+        check_input(value)  # a ValueError: FastAPI answers 422 validation_failed
+    return value
+
+
 class MessageIn(_In):
-    content: str = Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*$")
+    content: str = Field(min_length=1, max_length=4000, pattern=TEXT_PATTERN)
+
+    _content = field_validator("content")(_storable_text)
 
 
 # -- decisions ------------------------------------------------------------------------
@@ -33,15 +48,19 @@ class ConfirmIn(_In):
     retyped: str | None = Field(
         default=None,
         max_length=200,
-        pattern=r"^[^\x00]*$",
+        pattern=TEXT_PATTERN,
         description="The key field typed again, when the approval's tier asks for it "
         "(`confirmation.retype_field`).",
     )
 
+    _retyped = field_validator("retyped")(_storable_text)
+
 
 class DeclineIn(_In):
     action: Literal["decline"]
-    reason: str | None = Field(default=None, max_length=2000, pattern=r"^[^\x00]*$")
+    reason: str | None = Field(default=None, max_length=2000, pattern=TEXT_PATTERN)
+
+    _reason = field_validator("reason")(_storable_text)
 
 
 class CancelIn(_In):

@@ -16,7 +16,7 @@ from fastapi import Request
 
 from writegate.approval.policy import load_policy
 from writegate.approval.service import Policy
-from writegate.checkpoints.http_store import HttpStore
+from writegate.checkpoints.http_store import LOCK_CONNECTIONS, HttpStore
 from writegate.graph.build import build_graph
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.web.decide import Decisions
@@ -36,6 +36,7 @@ class Settings:
     proposal_ttl_s: float | None = None  # None: the protocol's default (15 minutes)
     decision_lock_wait_s: float = 15.0  # a second click waits this long for the first
     message_lock_wait_s: float = 2.0  # a message waits this long for a busy thread
+    lock_connections: int = LOCK_CONNECTIONS  # the bounded pool of thread-lock sessions
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -72,10 +73,14 @@ class Services:
     @classmethod
     def build(cls, runtime: Runtime, settings: Settings, model: Any = None) -> Services:
         graph = build_graph(runtime, model=model, checkpointer=runtime.checkpointer)
-        store = HttpStore(runtime.pool, runtime.url)
+        store = HttpStore(runtime.pool, runtime.url, lock_connections=settings.lock_connections)
         runner = Runner(runtime, graph, store)
         decisions = Decisions(runtime, runner, store, settings.decision_lock_wait_s)
         return cls(runtime, graph, store, runner, decisions, settings, HttpMetrics())
+
+    def close(self) -> None:
+        """Close what the app opened itself; the runtime belongs to whoever opened it."""
+        self.store.close()
 
 
 def services(request: Request) -> Services:

@@ -198,3 +198,18 @@ def test_chat_asks_each_of_several_approvals_and_edits_one(
     statuses = _one(seeded, "SELECT array_agg(status ORDER BY status) AS s FROM wg_proposals "
                     "WHERE thread_id = %s", (thread,))["s"]  # fmt: skip
     assert statuses == ["declined", "executed", "superseded"]
+
+
+def test_chat_sends_no_text_with_control_characters(
+    invoke: Callable[..., Any], seeded: str
+) -> None:
+    thread = f"chat-{uuid.uuid4().hex[:8]}"
+    typed = "refund ord_1001 because\x1b[1A\x1b[2K\r fine\x08\nhello\n/quit\n"
+    result = invoke(seeded, ["chat", "--thread", thread], typed)
+    assert result.exit_code == 0, result.output
+    assert "validation_failed" in result.output and "not sent" in result.output
+    assert not any(c in result.output for c in ("\x1b", "\r", "\x08"))
+    # Only "hello" reached the model: nothing was proposed for the hostile line.
+    assert result.output.count("I only understand a few requests") == 1
+    assert _one(seeded, "SELECT count(*) AS n FROM wg_proposals WHERE thread_id = %s",
+                (thread,))["n"] == 0  # fmt: skip

@@ -10,13 +10,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from writegate.approval.canonical import CanonicalizationError, canonical_json, digest, to_rfc3339
+from writegate.approval.canonical import (
+    MAX_DEPTH,
+    CanonicalizationError,
+    canonical_json,
+    digest,
+    to_rfc3339,
+)
+from writegate.approval.errors import ValidationFailed
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20))
+# Text a canonical form can hold: no control characters but tab/newline/CR, no surrogates.
+_VALUE_CHARS = st.characters(blacklist_categories=("Cc", "Cs"), whitelist_characters="\t\n\r")
+_KEY_CHARS = st.characters(blacklist_categories=("Cc", "Cs"))
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(_VALUE_CHARS, max_size=20))
 values = st.recursive(
     scalars,
     lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(_KEY_CHARS, max_size=8), inner, max_size=4)
     ),
     max_leaves=12,
 )
@@ -87,3 +98,44 @@ def test_times_are_utc_rfc3339_and_naive_times_are_refused():
     )
     with pytest.raises(CanonicalizationError):
         canonical_json({"t": datetime(2026, 9, 1)})
+
+
+def _nested(depth: int) -> object:
+    value: object = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"reason": "broken\u0000"},
+        {"reason": "\u001b[2K\rok"},
+        {"reason": "back\bspace"},
+        {"reason": "\u001b]8;;http://x\u0007link"},
+        {"reason": "c1 \u009b control"},
+        {"reason": "lone \ud800"},
+        {"reason": "low \udc00 alone"},
+        {"key\u0000": 1},
+        {"key\n": 1},
+        {"deep": _nested(MAX_DEPTH)},
+        {"deep": _nested(950)},
+    ],
+)
+def test_unstorable_text_and_deep_nesting_are_refused_as_validation_failed(bad):
+    with pytest.raises(CanonicalizationError) as refused:
+        digest(bad)
+    assert isinstance(refused.value, ValidationFailed)
+    assert refused.value.code == "validation_failed"
+    message = refused.value.message
+    assert message.isprintable() and "\ud800" not in message and "\udc00" not in message
+
+
+def test_ordinary_whitespace_and_nesting_up_to_the_bound_are_kept():
+    text = "line one\n\tline two\r\n"
+    assert (
+        canonical_json({"reason": text})
+        == ('{"reason":"' + "line one\\n\\tline two\\r\\n" + '"}').encode()
+    )
+    digest({"deep": _nested(MAX_DEPTH - 1)})  # 32 levels with the outer object: allowed

@@ -1,0 +1,138 @@
+"""A storm of concurrent clicks on one approval, over a real socket: the server's
+connection count stays within the app's pools, no answer is a 500, and exactly one
+refund leaves.
+
+Each thread-lock is taken on a connection of a bounded pool of its own; when that pool
+is exhausted a click is answered at once with a retryable 503 instead of opening yet
+another server connection.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+import httpx
+import psycopg
+from fastapi.testclient import TestClient
+
+from tests.integration.http_fixtures import (
+    ThreadServer,
+    make_key,
+    new_order,
+    provider_refunds,
+    seeded_database,
+    sse_events,
+)
+from writegate.graph.runtime import Runtime
+from writegate.surfaces.web import Settings, create_app
+
+CLICKS = 64
+RUNTIME_CONNECTIONS = 10
+LOCK_CONNECTIONS = 4
+COUNT_CONNECTIONS_SQL = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()
+"""
+
+
+class ConnectionPeak:
+    """Samples the server's connection count to this database until stopped."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.peak = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stop.is_set():
+                row = conn.execute(COUNT_CONNECTIONS_SQL).fetchone()
+                self.peak = max(self.peak, int(row[0]) if row else 0)
+
+    def __enter__(self) -> ConnectionPeak:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+
+
+def test_a_click_storm_stays_within_the_pools_and_refunds_once(
+    create_database: Callable[[], str],
+) -> None:
+    url = seeded_database(create_database)
+    alice = {"Authorization": "Bearer " + make_key(url, "user_42")}
+    runtime = Runtime.open(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
+    settings = Settings(decision_lock_wait_s=5.0, lock_connections=LOCK_CONNECTIONS)
+    app = create_app(runtime, settings=settings)
+    try:
+        with ThreadServer(app) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+            order = new_order(url)
+            thread = http.post("/v1/threads", headers=alice).json()["thread_id"]
+            text = f"refund 3.00 CNY of {order} because it is scratched"
+            http.post(f"/v1/threads/{thread}/messages", headers=alice, json={"content": text})
+            pending = http.get("/v1/approvals", headers=alice).json()["approvals"]
+            pid = next(a["proposal_id"] for a in pending if a["thread_id"] == thread)
+
+            start = threading.Barrier(CLICKS)
+            answers: list[tuple[int, str, bool]] = []
+
+            def click(n: int) -> None:
+                start.wait(timeout=30)
+                r = http.post(
+                    f"/v1/approvals/{pid}/decision",
+                    headers={**alice, "Idempotency-Key": f"storm-{n}"},
+                    json={"action": "confirm"},
+                )
+                body = r.json()
+                code, retryable = body.get("code", "ok"), body.get("retryable", False)
+                answers.append((r.status_code, code, retryable))
+
+            with ConnectionPeak(url) as watch:
+                clickers = [threading.Thread(target=click, args=(n,)) for n in range(CLICKS)]
+                for t in clickers:
+                    t.start()
+                for t in clickers:
+                    t.join(timeout=120)
+            assert len(answers) == CLICKS
+            statuses = Counter(status for status, _, _ in answers)
+            assert 500 not in statuses, answers
+            assert statuses[200] >= 1
+            # Anything but the receipt is "busy, retry": in_progress (409) or unavailable (503).
+            for status, code, retryable in answers:
+                assert status == 200 or (status in (409, 503) and retryable), (status, code)
+            assert watch.peak <= RUNTIME_CONNECTIONS + LOCK_CONNECTIONS, watch.peak
+            assert provider_refunds(url, order) == 1
+    finally:
+        runtime.close()
+
+
+def test_with_every_lock_session_taken_a_request_is_told_to_retry_not_500(
+    create_database: Callable[[], str],
+) -> None:
+    url = seeded_database(create_database)
+    alice = {"Authorization": "Bearer " + make_key(url, "user_42")}
+    runtime = Runtime.open(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
+    app = create_app(runtime, settings=Settings(lock_connections=1))
+    try:
+        with TestClient(app) as client:
+            thread = client.post("/v1/threads", headers=alice).json()["thread_id"]
+            held = app.state.wg.store.lock_thread("someone-elses-thread", wait_s=0)
+            try:
+                busy = client.post(
+                    f"/v1/threads/{thread}/messages", headers=alice, json={"content": "hi"}
+                )
+            finally:
+                held.release()
+            assert busy.status_code == 503, busy.text
+            assert (busy.json()["code"], busy.json()["retryable"]) == ("unavailable", True)
+            after = client.post(
+                f"/v1/threads/{thread}/messages", headers=alice, json={"content": "hi"}
+            )
+            assert after.status_code == 200 and sse_events(after.text)[-1][1]["status"] == "done"
+    finally:
+        runtime.close()
