@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -23,6 +23,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph.http import errors
+from graph.http.inputs import refuse_unknown_query
 from graph.http.routes_approvals import router as approvals_router
 from graph.http.routes_ops import router as ops_router
 from graph.http.routes_reviews import router as reviews_router
@@ -31,6 +32,8 @@ from graph.http.services import Services, Settings
 from graph.runtime import Runtime
 
 STATIC_DIR = Path(__file__).parent / "static"
+# The API, as served under the paths its routers declare.
+API_ROUTERS = (threads_router, approvals_router, reviews_router, ops_router)
 
 DESCRIPTION = """\
 A chat agent whose write tools only *propose*: a person sees the exact preview and
@@ -111,10 +114,11 @@ def create_app(
         app.state.wg = Services.build(runtime, settings, model)
     app.add_middleware(RequestContext, holder=app)
     errors.install(app)
-    app.include_router(threads_router)
-    app.include_router(approvals_router)
-    app.include_router(reviews_router)
-    app.include_router(ops_router)
+    # Every API route refuses a query parameter it does not declare (422).
+    for router in API_ROUTERS:
+        app.include_router(
+            router, dependencies=[Depends(refuse_unknown_query)], responses=errors.responses(422)
+        )
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/", include_in_schema=False)

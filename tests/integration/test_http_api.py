@@ -417,3 +417,34 @@ def test_a_repeated_query_parameter_is_refused(client: TestClient, alice: dict[s
     assert answer.status_code == 422 and answer.json()["code"] == "validation_failed"
     assert "proposal_id" in answer.json()["message"]
     assert client.get("/v1/audit?proposal_id=prop_x", headers=alice).status_code == 200
+
+
+def test_an_unknown_query_parameter_is_refused_on_every_route(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    order = new_order(url)
+    thread, pid = propose_refund(client, alice, order)
+    sneaky = {"user_id": "user_7"}
+    decision = client.post(
+        f"/v1/approvals/{pid}/decision",
+        headers={**alice, "Idempotency-Key": "query-extra"},
+        params=sneaky,
+        json={"action": "confirm"},
+    )
+    assert decision.status_code == 422, decision.text
+    assert_error(decision.json(), "validation_failed")
+    assert provider_refunds(url, order) == 0
+    for path in (
+        "/v1/me",
+        "/v1/threads",
+        f"/v1/threads/{thread}",
+        "/v1/approvals",
+        f"/v1/approvals/{pid}",
+        "/v1/reviews",
+        "/v1/audit",
+        "/healthz",
+    ):
+        answer = client.get(path, headers=alice, params=sneaky)
+        assert answer.status_code == 422, (path, answer.text)
+        assert_error(answer.json(), "validation_failed")
+    assert client.get(f"/v1/approvals/{pid}", headers=alice).json()["pending"] is True
