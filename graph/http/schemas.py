@@ -159,7 +159,12 @@ class ThreadView(_Out):
 class DecisionResult(_Out):
     proposal_id: str
     action: str
-    outcome: Literal["executed", "declined", "cancelled", "edited", "awaiting_second_approval"]
+    outcome: Literal[
+        "executed", "declined", "cancelled", "edited", "unchanged", "awaiting_second_approval"
+    ] = Field(
+        description="`unchanged`: an edit whose arguments equal the current ones; the "
+        "approval still waits, as it was."
+    )
     replayed: bool = Field(
         description="True when the answer comes from the ledger or an earlier click, "
         "not from this request's own resume."

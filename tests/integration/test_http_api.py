@@ -448,3 +448,22 @@ def test_an_unknown_query_parameter_is_refused_on_every_route(
         assert answer.status_code == 422, (path, answer.text)
         assert_error(answer.json(), "validation_failed")
     assert client.get(f"/v1/approvals/{pid}", headers=alice).json()["pending"] is True
+
+
+def test_an_edit_that_changes_nothing_keeps_the_question(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    order = new_order(url)
+    thread, pid = propose_refund(client, alice, order)
+    before = client.get(f"/v1/approvals/{pid}", headers=alice).json()
+    same = {f["name"]: f["value"] for f in before["fields"]}
+    status, result = decide(client, alice, pid, "edit-same", action="edit", args=same)
+    assert status == 200, result
+    assert result["outcome"] == "unchanged" and result["next_approval"] is None
+    assert result["approval"]["pending"] and result["approval"]["status"] == before["status"]
+    assert [a["proposal_id"] for a in result["pending"]] == [pid]
+    history = client.get(f"/v1/threads/{thread}", headers=alice).json()["approvals"]
+    assert [a["proposal_id"] for a in history] == [pid]  # no new proposal
+    status, done = decide(client, alice, pid, "confirm-after-same")
+    assert status == 200 and done["outcome"] == "executed", done
+    assert provider_refunds(url, order) == 1
