@@ -23,6 +23,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph.http import errors
+from graph.http.events import add_event_schemas
 from graph.http.inputs import refuse_unknown_query
 from graph.http.routes_approvals import router as approvals_router
 from graph.http.routes_ops import router as ops_router
@@ -142,9 +143,22 @@ def create_app(
             router, dependencies=[Depends(refuse_unknown_query)], responses=errors.responses(422)
         )
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    _document_events(app)
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
 
     return app
+
+
+def _document_events(app: FastAPI) -> None:
+    """Generate the OpenAPI document once, with the stream's event schemas in it."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            add_event_schemas(generate())
+        return app.openapi_schema or {}
+
+    app.openapi = openapi  # type: ignore[method-assign]
