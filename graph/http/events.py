@@ -2,14 +2,15 @@
 
 A stream is text, so its response schema stays a string; its `itemSchema` (the
 OpenAPI 3.2 way to describe one event of a sequential media type) is `ThreadEvent`:
-each event's name and the schema of its JSON data, told apart by the name.
+each event's name, and its data as JSON text whose `contentSchema` is the data's model.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field
+from pydantic.json_schema import models_json_schema
 
 from graph.http.schemas import ApprovalView, ErrorBody, MessageView, _Out
 
@@ -24,45 +25,21 @@ class TurnEnd(_Out):
     pending: list[ApprovalView] = Field(description="The approvals waiting for a decision.")
 
 
-class TokenEvent(_Out):
-    event: Literal["token"]
-    data: TokenData
-
-
-class MessageEvent(_Out):
-    event: Literal["message"]
-    data: MessageView
-
-
-class ApprovalEvent(_Out):
-    event: Literal["approval"]
-    data: ApprovalView
-
-
-class EndEvent(_Out):
-    """The last event of a turn that ended or stopped at an approval."""
-
-    event: Literal["end"]
-    data: TurnEnd
-
-
-class ErrorEvent(_Out):
-    """The last event of a turn that failed."""
-
-    event: Literal["error"]
-    data: ErrorBody
-
-
-ThreadEvent = Annotated[
-    TokenEvent | MessageEvent | ApprovalEvent | EndEvent | ErrorEvent,
-    Field(discriminator="event"),
-]
+# Each event's name and the model of its JSON data, in the order a turn sends them.
+EVENT_DATA: dict[str, type[_Out]] = {
+    "token": TokenData,
+    "message": MessageView,
+    "approval": ApprovalView,
+    "end": TurnEnd,
+    "error": ErrorBody,
+}
 REF = "#/components/schemas/{model}"
 
 STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Server-Sent Events, each `event: <name>` with `data: <JSON>`: "
-        "`token`, `message` and `approval` while the turn runs, then `end` (or `error`).",
+        "`token`, `message` and `approval` while the turn runs, then `end` after a turn "
+        "that ended or stopped at an approval, or `error` after one that failed.",
         "content": {
             "text/event-stream": {
                 "schema": {"type": "string"},
@@ -73,10 +50,39 @@ STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _event_name(event: str) -> str:
+    return event.capitalize() + "Event"
+
+
+def _event_schema(event: str, model: type[_Out]) -> dict[str, Any]:
+    """One event as the stream carries it: its name, and its data as JSON text."""
+    return {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": event},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": REF.format(model=model.__name__)},
+            },
+        },
+    }
+
+
 def add_event_schemas(document: dict[str, Any]) -> None:
-    """Put ThreadEvent and the models it names into the document's components."""
-    schema = TypeAdapter(ThreadEvent).json_schema(ref_template=REF, mode="serialization")
+    """Put ThreadEvent, its events and the models of their data into the components."""
+    models = [(model, "serialization") for model in EVENT_DATA.values()]
+    _, defs = models_json_schema(models, ref_template=REF)  # type: ignore[arg-type]
     components = document.setdefault("components", {}).setdefault("schemas", {})
-    for name, definition in schema.pop("$defs", {}).items():
+    for name, definition in defs.get("$defs", {}).items():
         components.setdefault(name, definition)
-    components["ThreadEvent"] = schema
+    for event, model in EVENT_DATA.items():
+        components[_event_name(event)] = _event_schema(event, model)
+    components["ThreadEvent"] = {
+        "oneOf": [{"$ref": REF.format(model=_event_name(e))} for e in EVENT_DATA],
+        "discriminator": {
+            "propertyName": "event",
+            "mapping": {e: REF.format(model=_event_name(e)) for e in EVENT_DATA},
+        },
+    }
