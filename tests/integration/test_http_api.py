@@ -6,7 +6,6 @@ Each scenario refunds its own fresh order, and counts what reached the provider.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -23,24 +22,10 @@ from tests.integration.http_fixtures import (
     make_key,
     new_order,
     provider_refunds,
-    seeded_database,
     sse_events,
     wait_for,
 )
 from tools.provider import SimulatedProvider
-
-
-@pytest.fixture(scope="module")
-def url(create_database: Callable[[], str]) -> str:
-    return seeded_database(create_database)
-
-
-@pytest.fixture(scope="module")
-def client(url: str) -> Iterator[TestClient]:
-    runtime = Runtime.open(url, setup=False)
-    with TestClient(create_app(runtime)) as test_client:
-        yield test_client
-    runtime.close()
 
 
 @pytest.fixture(scope="module")

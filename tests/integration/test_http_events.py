@@ -5,31 +5,14 @@ that stops at an approval, a greeting that ends) matches its documented schema."
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from jsonschema import Draft202012Validator
 
-from graph.http import create_app
-from graph.runtime import Runtime
-from tests.integration.http_fixtures import make_key, new_order, seeded_database
+from tests.integration.http_fixtures import make_key, new_order
 
 STREAM = "/v1/threads/{thread_id}/messages"
-
-
-@pytest.fixture(scope="module")
-def url(create_database: Callable[[], str]) -> str:
-    return seeded_database(create_database)
-
-
-@pytest.fixture(scope="module")
-def client(url: str) -> Iterator[TestClient]:
-    runtime = Runtime.open(url, setup=False)
-    with TestClient(create_app(runtime)) as test_client:
-        yield test_client
-    runtime.close()
 
 
 def raw_events(text: str) -> list[dict[str, str]]:
