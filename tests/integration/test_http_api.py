@@ -410,14 +410,15 @@ def test_an_unknown_query_parameter_is_refused_on_every_route(
     order = new_order(url)
     thread, pid = propose_refund(client, alice, order)
     sneaky = {"user_id": "user_7"}
-    decision = client.post(
-        f"/v1/approvals/{pid}/decision",
-        headers={**alice, "Idempotency-Key": "query-extra"},
-        params=sneaky,
-        json={"action": "confirm"},
-    )
-    assert decision.status_code == 422, decision.text
-    assert_error(decision.json(), "validation_failed")
+    for query in (sneaky, [("limit", "1"), ("limit", "2")]):
+        decision = client.post(
+            f"/v1/approvals/{pid}/decision",
+            headers={**alice, "Idempotency-Key": "query-extra"},
+            params=query,
+            json={"action": "confirm"},
+        )
+        assert decision.status_code == 422, decision.text
+        assert_error(decision.json(), "validation_failed")
     assert provider_refunds(url, order) == 0
     for path in (
         "/v1/me",
