@@ -10,8 +10,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from approval.canonical import digest
-from approval.models import AuditRecord, Identity, Proposal
+from writegate.approval.canonical import digest
+from writegate.approval.models import AuditRecord, Identity, Proposal
 
 
 def elapsed_ms(started: float) -> int:

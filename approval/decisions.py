@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from approval.errors import InvalidDecision
+from writegate.approval.errors import InvalidDecision
 
 
 class _Decision(BaseModel):

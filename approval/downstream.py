@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from approval.errors import RETRYABLE_CODES, UpstreamTimeout, WritegateError
-from approval.models import ExecutionStatus
-from approval.spec import DownstreamResult, ToolSpec
+from writegate.approval.errors import RETRYABLE_CODES, UpstreamTimeout, WritegateError
+from writegate.approval.models import ExecutionStatus
+from writegate.approval.spec import DownstreamResult, ToolSpec
 
 
 @dataclass(frozen=True)

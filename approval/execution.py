@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from approval.audit import elapsed_ms
-from approval.canonical import digest, hash_secret
-from approval.downstream import RetryPolicy, call_with_retries, outcome_status
-from approval.errors import (
+from writegate.approval.audit import elapsed_ms
+from writegate.approval.canonical import digest, hash_secret
+from writegate.approval.downstream import RetryPolicy, call_with_retries, outcome_status
+from writegate.approval.errors import (
     AlreadyConsumed,
     ArgsMismatch,
     AudienceMismatch,
@@ -40,7 +40,7 @@ from approval.errors import (
     TokenUnknown,
     WritegateError,
 )
-from approval.models import (
+from writegate.approval.models import (
     AuditRecord,
     Execution,
     ExecutionStatus,
@@ -50,12 +50,12 @@ from approval.models import (
     Receipt,
     TokenStatus,
 )
-from approval.outcomes import execution_outcome
-from approval.retention import TombstoneLookup
-from approval.risk import requires_fresh_confirmation
-from approval.service import ApprovalService, new_id
-from approval.spec import DownstreamResult, ToolContext, ToolSpec
-from approval.store import LedgerTx
+from writegate.approval.outcomes import execution_outcome
+from writegate.approval.retention import TombstoneLookup
+from writegate.approval.risk import requires_fresh_confirmation
+from writegate.approval.service import ApprovalService, new_id
+from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec
+from writegate.approval.store import LedgerTx
 
 RUNNING = (ExecutionStatus.RUNNING,)
 

@@ -169,7 +169,7 @@ class Receipt:
     result: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        from approval.canonical import to_rfc3339
+        from writegate.approval.canonical import to_rfc3339
 
         return {
             "execution_id": self.execution_id,

@@ -6,7 +6,7 @@ code, so a model or client can tell "being executed" from "unknown" from "refuse
 
 from __future__ import annotations
 
-from approval.errors import (
+from writegate.approval.errors import (
     Cancelled,
     Declined,
     InProgress,
@@ -17,7 +17,7 @@ from approval.errors import (
     WritegateError,
     error_for_code,
 )
-from approval.models import Execution, ExecutionStatus, ProposalStatus, Receipt
+from writegate.approval.models import Execution, ExecutionStatus, ProposalStatus, Receipt
 
 
 def receipt_of(execution: Execution) -> Receipt:

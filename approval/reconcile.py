@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
-from approval.errors import NotFound, WritegateError
-from approval.execution import Executor, RetryPolicy, default_owner, outcome_status
-from approval.models import AuditRecord, Execution, ExecutionStatus, Identity, Receipt
-from approval.outcomes import execution_outcome
-from approval.service import ApprovalService
-from approval.spec import DownstreamResult, ToolContext, ToolSpec
-from approval.store import LedgerStore, LedgerTx
+from writegate.approval.errors import NotFound, WritegateError
+from writegate.approval.execution import Executor, RetryPolicy, default_owner, outcome_status
+from writegate.approval.models import AuditRecord, Execution, ExecutionStatus, Identity, Receipt
+from writegate.approval.outcomes import execution_outcome
+from writegate.approval.service import ApprovalService
+from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec
+from writegate.approval.store import LedgerStore, LedgerTx
 
 ACTOR = "system:reconciler"
 

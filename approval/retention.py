@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from approval.errors import WritegateError
-from approval.store import LedgerTx
+from writegate.approval.errors import WritegateError
+from writegate.approval.store import LedgerTx
 
 RETENTION_ENV = "WRITEGATE_RETENTION_DAYS"
 DEFAULT_RETENTION_DAYS = 90

@@ -15,8 +15,8 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from approval.audit import elapsed_ms
-from approval.errors import (
+from writegate.approval.audit import elapsed_ms
+from writegate.approval.errors import (
     Forbidden,
     NotFound,
     ProposalExpired,
@@ -25,11 +25,11 @@ from approval.errors import (
     SelfApproval,
     WritegateError,
 )
-from approval.models import AuditRecord, Identity, Proposal, ProposalStatus
-from approval.store import LedgerTx
+from writegate.approval.models import AuditRecord, Identity, Proposal, ProposalStatus
+from writegate.approval.store import LedgerTx
 
 if TYPE_CHECKING:
-    from approval.service import ApprovalService
+    from writegate.approval.service import ApprovalService
 
 APPROVER_ROLE = "approver"
 REVOKER_ROLES = frozenset({"approver", "admin"})

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from approval.errors import RetypeMismatch
-from approval.models import Identity, Proposal
-from approval.policy import Policy, RiskRules, Tier
+from writegate.approval.errors import RetypeMismatch
+from writegate.approval.models import Identity, Proposal
+from writegate.approval.policy import Policy, RiskRules, Tier
 
 LEGACY_TIER = Tier(name="one_click", min_score=0)
 _NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")

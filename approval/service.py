@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from approval import review
-from approval.audit import call_audit, decision_audit
-from approval.canonical import digest, hash_secret, request_fingerprint
-from approval.decisions import Cancel, Confirm, Decline, Edit
-from approval.errors import (
+from writegate.approval import review
+from writegate.approval.audit import call_audit, decision_audit
+from writegate.approval.canonical import digest, hash_secret, request_fingerprint
+from writegate.approval.decisions import Cancel, Confirm, Decline, Edit
+from writegate.approval.errors import (
     AlreadyConsumed,
     IdempotencyConflict,
     InProgress,
@@ -29,7 +29,7 @@ from approval.errors import (
     ValidationFailed,
     WritegateError,
 )
-from approval.models import (
+from writegate.approval.models import (
     ExecutionStatus,
     Identity,
     Proposal,
@@ -37,8 +37,8 @@ from approval.models import (
     Token,
     TokenStatus,
 )
-from approval.policy import Policy, load_policy
-from approval.risk import (
+from writegate.approval.policy import Policy, load_policy
+from writegate.approval.risk import (
     assess,
     check_retyped,
     reassess,
@@ -46,8 +46,8 @@ from approval.risk import (
     risk_inputs,
     token_ttl,
 )
-from approval.spec import ToolContext, ToolLookup, ToolSpec
-from approval.store import LedgerStore, LedgerTx
+from writegate.approval.spec import ToolContext, ToolLookup, ToolSpec
+from writegate.approval.store import LedgerStore, LedgerTx
 
 __all__ = ["ApprovalService", "Confirmation", "Ended", "Policy", "new_id"]
 OPEN_FOR_DECISION = (ProposalStatus.AWAITING, ProposalStatus.AWAITING_SECOND)

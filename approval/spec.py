@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from approval.models import Identity, Preview, SideEffect
+from writegate.approval.models import Identity, Preview, SideEffect
 
 
 @dataclass(frozen=True)

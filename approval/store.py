@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
-from approval.models import (
+from writegate.approval.models import (
     AuditRecord,
     Execution,
     ExecutionStatus,

@@ -25,9 +25,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, interrupt
 
-from checkpoints.pool import Pool
-from tools.orders import INSERT_REFUND_SQL
-from tools.provider import ProviderClient
+from writegate.checkpoints.pool import Pool
+from writegate.tools.orders import INSERT_REFUND_SQL
+from writegate.tools.provider import ProviderClient
 
 # writegate's reservation minus the version guard: the naive tool has no proposal-time
 # version to compare with.

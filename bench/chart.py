@@ -14,7 +14,7 @@ matplotlib.use("Agg")  # files only; never a display
 
 import matplotlib.pyplot as plt
 
-from bench.stats import percentile
+from writegate.bench.stats import percentile
 
 CHART_NAME = "bench-latency.png"
 COLORS = {"baseline": "#7f8c8d", "writegate": "#2e86de"}

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, get_args
 
-from bench.attribution import Recorder, breakdown, instrument_runtime, timed_saver
-from bench.db import Orders
-from bench.stats import ratio_spread, summary_ms
-from bench.workload import Durability, GraphRunner
-from graph.runtime import Runtime
+from writegate.bench.attribution import Recorder, breakdown, instrument_runtime, timed_saver
+from writegate.bench.db import Orders
+from writegate.bench.stats import ratio_spread, summary_ms
+from writegate.bench.workload import Durability, GraphRunner
+from writegate.graph.runtime import Runtime
 
 WARMUP = 5
 TARGET_RATIO = 1.20

@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from approval.execution import Executor
-from approval.service import ApprovalService
-from bench.counting import Tally, counting_connection_class
-from bench.db import BenchServer, Orders, disable_autovacuum, open_bench_pool
-from bench.workload import GraphRunner, ledger_op
-from checkpoints.ledger import PgLedgerStore
-from checkpoints.pool import Pool
-from graph.runtime import Runtime
-from tools.provider import SimulatedProvider
-from tools.registry import default_registry
+from writegate.approval.execution import Executor
+from writegate.approval.service import ApprovalService
+from writegate.bench.counting import Tally, counting_connection_class
+from writegate.bench.db import BenchServer, Orders, disable_autovacuum, open_bench_pool
+from writegate.bench.workload import GraphRunner, ledger_op
+from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.pool import Pool
+from writegate.graph.runtime import Runtime
+from writegate.tools.provider import SimulatedProvider
+from writegate.tools.registry import default_registry
 
 TARGET_LEDGER_COMMITS = 4
 PATHS = ("ledger", "writegate", "baseline")

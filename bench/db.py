@@ -19,9 +19,9 @@ from psycopg import Connection, sql
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
-from checkpoints.database import with_database
-from checkpoints.migrate import setup_database
-from checkpoints.pool import Pool
+from writegate.checkpoints.database import with_database
+from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.pool import Pool
 
 TENANT = "tenant_bench"
 USER = "user_bench"

@@ -16,10 +16,10 @@ from typing import Any
 
 import psycopg
 
-from bench.db import Orders, open_bench_pool
-from bench.stats import summary_ms
-from bench.workload import ledger_op
-from graph.runtime import Runtime
+from writegate.bench.db import Orders, open_bench_pool
+from writegate.bench.stats import summary_ms
+from writegate.bench.workload import ledger_op
+from writegate.graph.runtime import Runtime
 
 CONCURRENCY = (1, 4, 16)
 CREATE_PROBE_SQL = "CREATE TABLE IF NOT EXISTS bench_commit_probe (id bigserial PRIMARY KEY)"

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.report_more import scale_table, storage_tables, storm_table
+from writegate.bench.report_more import scale_table, storage_tables, storm_table
 
 JSON_NAME = "bench-results.json"
 

@@ -21,15 +21,15 @@ import psycopg
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from bench.compare import run_attribution, run_compare
-from bench.counts import run_counts
-from bench.db import BenchServer
-from bench.ledger import run_ledger
-from bench.scale import run_scale
-from bench.storage import run_storage
-from bench.storm import run_storm
-from bench.verdict import explain_cost
-from checkpoints.database import describe_database
+from writegate.bench.compare import run_attribution, run_compare
+from writegate.bench.counts import run_counts
+from writegate.bench.db import BenchServer
+from writegate.bench.ledger import run_ledger
+from writegate.bench.scale import run_scale
+from writegate.bench.storage import run_storage
+from writegate.bench.storm import run_storm
+from writegate.bench.verdict import explain_cost
+from writegate.checkpoints.database import describe_database
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from typing import Any
 from psycopg import Connection, sql
 from psycopg.rows import DictRow
 
-from bench import scale_sql as q
-from bench.db import BenchServer, connect
-from graph.runtime import Runtime
+from writegate.bench import scale_sql as q
+from writegate.bench.db import BenchServer, connect
+from writegate.graph.runtime import Runtime
 
 SWEEP_BATCH = 1000
 PROBE_REPEAT = 30
@@ -105,8 +105,8 @@ def _sweep(conn: Connection[DictRow]) -> dict[str, Any]:
 
 def _drain(url: str, conn: Connection[DictRow]) -> dict[str, Any]:
     try:
-        from approval.reconcile import Reconciler
-        from checkpoints.ops import PgBacklog
+        from writegate.approval.reconcile import Reconciler
+        from writegate.checkpoints.ops import PgBacklog
     except ImportError:  # the reconciler is not in this code base: time its pickup only
         started = time.perf_counter()
         n = len(_probes(conn, 1)["reconcile_backlog"]())

@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.db import Orders, connect, table_sizes
-from bench.stats import summary_ms
-from bench.workload import GraphRunner, Kind
-from graph.runtime import Runtime
+from writegate.bench.db import Orders, connect, table_sizes
+from writegate.bench.stats import summary_ms
+from writegate.bench.workload import GraphRunner, Kind
+from writegate.graph.runtime import Runtime
 
 THREAD_BYTES_SQL = """
 SELECT (SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM checkpoints c

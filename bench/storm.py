@@ -20,18 +20,18 @@ import psycopg
 from psycopg import Connection
 from psycopg.rows import DictRow, dict_row
 
-from approval.decisions import Confirm
-from approval.errors import WritegateError
-from approval.execution import Executor
-from approval.service import ApprovalService, Confirmation
-from bench.db import REFUND_AMOUNT, Orders
-from bench.stats import summary_ms
-from bench.workload import IDENTITY, refund_args
-from checkpoints.ledger import PgLedgerStore
-from checkpoints.pool import Pool
-from graph.runtime import Runtime
-from tools.provider import SimulatedProvider
-from tools.registry import default_registry
+from writegate.approval.decisions import Confirm
+from writegate.approval.errors import WritegateError
+from writegate.approval.execution import Executor
+from writegate.approval.service import ApprovalService, Confirmation
+from writegate.bench.db import REFUND_AMOUNT, Orders
+from writegate.bench.stats import summary_ms
+from writegate.bench.workload import IDENTITY, refund_args
+from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.pool import Pool
+from writegate.graph.runtime import Runtime
+from writegate.tools.provider import SimulatedProvider
+from writegate.tools.registry import default_registry
 
 EXECUTIONS_SQL = "SELECT count(*) AS n FROM wg_executions WHERE proposal_id = %s"
 PROVIDER_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"

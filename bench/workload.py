@@ -19,14 +19,14 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from approval.decisions import Confirm
-from approval.models import Identity
-from approval.service import Confirmation
-from bench.baseline import build_baseline
-from bench.db import REFUND_AMOUNT, TENANT, USER, Orders
-from graph.build import build_graph
-from graph.runtime import Runtime
-from graph.scripted import ScriptedChatModel
+from writegate.approval.decisions import Confirm
+from writegate.approval.models import Identity
+from writegate.approval.service import Confirmation
+from writegate.bench.baseline import build_baseline
+from writegate.bench.db import REFUND_AMOUNT, TENANT, USER, Orders
+from writegate.graph.build import build_graph
+from writegate.graph.runtime import Runtime
+from writegate.graph.scripted import ScriptedChatModel
 
 Kind = Literal["baseline", "writegate"]
 Durability = Literal["sync", "async", "exit"]

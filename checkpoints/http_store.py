@@ -21,10 +21,10 @@ from psycopg.errors import LockNotAvailable
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from approval.errors import InProgress
-from approval.models import Identity
-from checkpoints import http_sql as sql
-from checkpoints.pool import Pool
+from writegate.approval.errors import InProgress
+from writegate.approval.models import Identity
+from writegate.checkpoints import http_sql as sql
+from writegate.checkpoints.pool import Pool
 
 LOCK_NAMESPACE = "wg_thread:"
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from approval.canonical import hash_secret
-from approval.errors import ValidationFailed
-from approval.models import Identity
-from checkpoints import http_sql as sql
+from writegate.approval.canonical import hash_secret
+from writegate.approval.errors import ValidationFailed
+from writegate.approval.models import Identity
+from writegate.checkpoints import http_sql as sql
 
 KEY_PREFIX = "wgk_"
 # Users, tenants and roles are plain identifiers: nothing to confuse in a log or header.

@@ -18,7 +18,7 @@ from psycopg import Connection
 from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
-from approval.models import (
+from writegate.approval.models import (
     AuditRecord,
     Execution,
     ExecutionStatus,
@@ -27,8 +27,8 @@ from approval.models import (
     Token,
     TokenStatus,
 )
-from checkpoints import ledger_sql as sql
-from checkpoints.pool import Pool
+from writegate.checkpoints import ledger_sql as sql
+from writegate.checkpoints.pool import Pool
 
 _JSON_FIELDS = ("args", "preview", "result", "arguments", "risk")
 

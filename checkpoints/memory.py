@@ -15,7 +15,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from approval.models import (
+from writegate.approval.models import (
     AuditRecord,
     Execution,
     ExecutionStatus,

@@ -58,7 +58,7 @@ def apply_migrations(
 
 def setup_database(url: str) -> None:
     """Bring ``url`` up to date: writegate's schema and LangGraph's checkpointer."""
-    from checkpoints.schema import MIGRATIONS
+    from writegate.checkpoints.schema import MIGRATIONS
 
     # PostgresSaver needs autocommit (its indexes are built CONCURRENTLY) and dict rows.
     with psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:

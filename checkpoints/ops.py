@@ -15,13 +15,13 @@ from typing import Any
 from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
-from approval.models import AuditRecord, Execution, ExecutionStatus
-from approval.reconcile import BacklogItem
-from approval.retention import RetentionPolicy, Tombstone
-from approval.store import LedgerTx
-from checkpoints import ops_sql as sql
-from checkpoints.ledger import PgLedgerTx
-from checkpoints.pool import Pool
+from writegate.approval.models import AuditRecord, Execution, ExecutionStatus
+from writegate.approval.reconcile import BacklogItem
+from writegate.approval.retention import RetentionPolicy, Tombstone
+from writegate.approval.store import LedgerTx
+from writegate.checkpoints import ops_sql as sql
+from writegate.checkpoints.ledger import PgLedgerTx
+from writegate.checkpoints.pool import Pool
 
 _EXECUTION_FIELDS = tuple(f.name for f in fields(Execution))
 

@@ -8,7 +8,7 @@ number of processes, each get different rows and never wait on each other.
 
 from __future__ import annotations
 
-from checkpoints.ledger_sql import EXECUTION_COLUMNS
+from writegate.checkpoints.ledger_sql import EXECUTION_COLUMNS
 
 _E_COLUMNS = ", ".join("e." + c.strip() for c in EXECUTION_COLUMNS.split(","))
 

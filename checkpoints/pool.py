@@ -12,7 +12,7 @@ from psycopg import Connection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from checkpoints.database import CONNECT_TIMEOUT_S, DatabaseUnavailable, describe_database
+from writegate.checkpoints.database import CONNECT_TIMEOUT_S, DatabaseUnavailable, describe_database
 
 Pool = ConnectionPool[Connection[DictRow]]
 

@@ -8,9 +8,9 @@ is the payment provider simulator's own store, kept apart as a real provider wou
 
 from __future__ import annotations
 
-from checkpoints.schema_http import HTTP
-from checkpoints.schema_ops import OPS
-from checkpoints.schema_tiers import TIERS
+from writegate.checkpoints.schema_http import HTTP
+from writegate.checkpoints.schema_ops import OPS
+from writegate.checkpoints.schema_tiers import TIERS
 
 LEDGER = """
 CREATE TABLE wg_proposals (

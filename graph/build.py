@@ -20,10 +20,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.model import build_chat_model
-from graph.nodes import Nodes
-from graph.runtime import Runtime
-from graph.write_branch import build_write_branch
+from writegate.graph.model import build_chat_model
+from writegate.graph.nodes import Nodes
+from writegate.graph.runtime import Runtime
+from writegate.graph.write_branch import build_write_branch
 
 
 def build_graph(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.runnables import RunnableConfig
 
-from approval.models import Identity
+from writegate.approval.models import Identity
 
 
 class MissingIdentity(RuntimeError):

@@ -13,9 +13,9 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from approval.canonical import to_rfc3339
-from approval.errors import WritegateError
-from approval.models import Proposal, Receipt
+from writegate.approval.canonical import to_rfc3339
+from writegate.approval.errors import WritegateError
+from writegate.approval.models import Proposal, Receipt
 
 INTERRUPT_KIND = "writegate.approval"
 

@@ -26,7 +26,7 @@ from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
-from graph.scripted import ScriptedChatModel
+from writegate.graph.scripted import ScriptedChatModel
 
 DEFAULT_MODEL = "gpt-4o-mini"
 PLACEHOLDER_API_KEY = "writegate-no-key"  # local servers require a value but ignore it

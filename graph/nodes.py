@@ -17,11 +17,11 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Send
 
-from approval.errors import ValidationFailed, WritegateError
-from graph.identity import MissingIdentity, identity_of, thread_of
-from graph.messages import tool_error, tool_result
-from graph.runtime import Runtime
-from graph.settled import settled_updates
+from writegate.approval.errors import ValidationFailed, WritegateError
+from writegate.graph.identity import MissingIdentity, identity_of, thread_of
+from writegate.graph.messages import tool_error, tool_result
+from writegate.graph.runtime import Runtime
+from writegate.graph.settled import settled_updates
 
 __all__ = ["MissingIdentity", "Nodes", "identity_of", "thread_of"]
 

@@ -14,16 +14,16 @@ from datetime import datetime
 
 from langgraph.checkpoint.postgres import PostgresSaver
 
-from approval.execution import Executor, RetryPolicy
-from approval.service import ApprovalService, Policy
-from checkpoints.database import resolve_database_url
-from checkpoints.ledger import PgLedgerStore
-from checkpoints.migrate import setup_database
-from checkpoints.ops import PgTombstones
-from checkpoints.pool import Pool, open_pool
-from tools.provider import ProviderClient, SimulatedProvider
-from tools.provider_http import HttpProvider
-from tools.registry import Registry, default_registry
+from writegate.approval.execution import Executor, RetryPolicy
+from writegate.approval.service import ApprovalService, Policy
+from writegate.checkpoints.database import resolve_database_url
+from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.ops import PgTombstones
+from writegate.checkpoints.pool import Pool, open_pool
+from writegate.tools.provider import ProviderClient, SimulatedProvider
+from writegate.tools.provider_http import HttpProvider
+from writegate.tools.registry import Registry, default_registry
 
 
 def default_provider(pool: Pool) -> ProviderClient:

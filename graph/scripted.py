@@ -45,7 +45,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
-from graph import scripted_rules as rules
+from writegate.graph import scripted_rules as rules
 
 PREFIX = "[scripted demo model] "
 

@@ -14,11 +14,11 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, SystemMessage, ToolMessage
 
-from approval.errors import WritegateError
-from approval.models import Identity
-from approval.reconcile import receipt_for
-from approval.store import LedgerStore
-from graph.messages import dumps, error_content, receipt_content
+from writegate.approval.errors import WritegateError
+from writegate.approval.models import Identity
+from writegate.approval.reconcile import receipt_for
+from writegate.approval.store import LedgerStore
+from writegate.graph.messages import dumps, error_content, receipt_content
 
 OPEN_CODES = ("outcome_unknown", "in_progress")
 MARK = "writegate_settled"  # additional_kwargs key naming the execution reported

@@ -24,12 +24,12 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints.database import resolve_database_url
-from checkpoints.migrate import setup_database
-from graph.build import build_graph
-from graph.model import build_chat_model
-from graph.runtime import Runtime
-from tools.registry import default_registry
+from writegate.checkpoints.database import resolve_database_url
+from writegate.checkpoints.migrate import setup_database
+from writegate.graph.build import build_graph
+from writegate.graph.model import build_chat_model
+from writegate.graph.runtime import Runtime
+from writegate.tools.registry import default_registry
 
 
 class LazyRuntime:

@@ -20,14 +20,14 @@ from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
-from approval.decisions import Edit, parse_decision
-from approval.errors import ProposalNotPending, WritegateError
-from approval.models import Identity, Proposal, ProposalStatus
-from approval.outcomes import proposal_error
-from approval.service import Confirmation, Ended
-from graph.identity import identity_of, thread_of
-from graph.messages import approval_request, receipt_content, tool_error, tool_result
-from graph.runtime import Runtime
+from writegate.approval.decisions import Edit, parse_decision
+from writegate.approval.errors import ProposalNotPending, WritegateError
+from writegate.approval.models import Identity, Proposal, ProposalStatus
+from writegate.approval.outcomes import proposal_error
+from writegate.approval.service import Confirmation, Ended
+from writegate.graph.identity import identity_of, thread_of
+from writegate.graph.messages import approval_request, receipt_content, tool_error, tool_result
+from writegate.graph.runtime import Runtime
 
 # A confirmed proposal is still editable: a node re-run after a crash replays the edit.
 _EDITABLE = (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED)

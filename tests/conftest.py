@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from checkpoints.database import describe_database, with_database
-from checkpoints.migrate import setup_database
-from checkpoints.pool import Pool, open_pool
+from writegate.checkpoints.database import describe_database, with_database
+from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.pool import Pool, open_pool
 
 DEFAULT_TEST_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 _INTEGRATION_DIR = Path(__file__).parent / "integration"

@@ -6,7 +6,7 @@ protocol in `approval/` decides when. `default_registry(provider)` builds all se
 This package may import `approval` and nothing else of the project.
 """
 
-from tools.provider import ProviderClient, SimulatedProvider
-from tools.registry import Registry, Tool, default_registry
+from writegate.tools.provider import ProviderClient, SimulatedProvider
+from writegate.tools.registry import Registry, Tool, default_registry
 
 __all__ = ["ProviderClient", "Registry", "SimulatedProvider", "Tool", "default_registry"]

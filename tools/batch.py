@@ -19,8 +19,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import Field
 
-from approval.canonical import digest
-from approval.errors import (
+from writegate.approval.canonical import digest
+from writegate.approval.errors import (
     ExecutionFailed,
     NotFound,
     ScopeChanged,
@@ -28,10 +28,10 @@ from approval.errors import (
     ValidationFailed,
     WritegateError,
 )
-from approval.models import Preview, SideEffect
-from approval.spec import ToolContext, Validated
-from tools.registry import StrictArgs, Tool
-from tools.tickets import TicketId, check_transition, find_ticket, ticket_view
+from writegate.approval.models import Preview, SideEffect
+from writegate.approval.spec import ToolContext, Validated
+from writegate.tools.registry import StrictArgs, Tool
+from writegate.tools.tickets import TicketId, check_transition, find_ticket, ticket_view
 
 MAX_BATCH = 200
 FROM_STATUS, TO_STATUS = "resolved", "closed"

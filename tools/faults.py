@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from approval.errors import (
+from writegate.approval.errors import (
     ExecutionFailed,
     RateLimited,
     TemporarilyUnavailable,

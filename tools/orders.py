@@ -19,18 +19,18 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from approval.errors import (
+from writegate.approval.errors import (
     ClarificationNeeded,
     IdempotencyConflict,
     NotFound,
     StateChanged,
     ValidationFailed,
 )
-from approval.models import Preview, SideEffect
-from approval.spec import DownstreamResult, ToolContext, Validated
-from tools.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
-from tools.provider import ProviderClient
-from tools.registry import StrictArgs, Tool
+from writegate.approval.models import Preview, SideEffect
+from writegate.approval.spec import DownstreamResult, ToolContext, Validated
+from writegate.tools.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
+from writegate.tools.provider import ProviderClient
+from writegate.tools.registry import StrictArgs, Tool
 
 SELECT_ORDER_SQL = """
 SELECT order_id, currency, payable_minor, refunded_minor, shipping_address, version

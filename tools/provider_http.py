@@ -29,15 +29,15 @@ from urllib.parse import quote, unquote, urlsplit
 
 from psycopg_pool import ConnectionPool
 
-from approval.errors import (
+from writegate.approval.errors import (
     RateLimited,
     TemporarilyUnavailable,
     UpstreamTimeout,
     WritegateError,
     error_for_code,
 )
-from tools.faults import FaultScript
-from tools.provider import SimulatedProvider
+from writegate.tools.faults import FaultScript
+from writegate.tools.provider import SimulatedProvider
 
 REFUNDS = "/v1/refunds"
 _STATUS = {"temporarily_unavailable": 503, "rate_limited": 429, "upstream_timeout": 504}

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
-from approval.errors import ValidationFailed
-from approval.models import Preview, SideEffect
-from approval.spec import DownstreamResult, ToolContext, ToolSpec, Validated
+from writegate.approval.errors import ValidationFailed
+from writegate.approval.models import Preview, SideEffect
+from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, Validated
 
 if TYPE_CHECKING:
-    from tools.provider import ProviderClient
+    from writegate.tools.provider import ProviderClient
 
 # JSON-schema keywords that strict function calling does not accept everywhere; the
 # limits they carry are still enforced by `normalize` and stated in the descriptions.
@@ -201,9 +201,9 @@ class Registry:
 def default_registry(provider: ProviderClient) -> Registry:
     """All eight tools (seven single writes and reads, one batch); refunds go to `provider`."""
     # Imported here because the tool modules subclass `Tool` from this module.
-    from tools.batch import CloseTickets
-    from tools.orders import GetOrder, ListOrders, RefundOrder
-    from tools.tickets import CreateTicket, GetTicket, ListTickets, UpdateTicket
+    from writegate.tools.batch import CloseTickets
+    from writegate.tools.orders import GetOrder, ListOrders, RefundOrder
+    from writegate.tools.tickets import CreateTicket, GetTicket, ListTickets, UpdateTicket
 
     return Registry(
         [

@@ -14,11 +14,11 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
-from approval.canonical import to_rfc3339
-from approval.errors import IdempotencyConflict, InvalidTransition, NotFound, StateChanged
-from approval.models import Preview, SideEffect
-from approval.spec import ToolContext, Validated
-from tools.registry import StrictArgs, Tool
+from writegate.approval.canonical import to_rfc3339
+from writegate.approval.errors import IdempotencyConflict, InvalidTransition, NotFound, StateChanged
+from writegate.approval.models import Preview, SideEffect
+from writegate.approval.spec import ToolContext, Validated
+from writegate.tools.registry import StrictArgs, Tool
 
 TicketStatus = Literal["open", "in_progress", "resolved", "closed"]
 TICKET_STATUSES: tuple[str, ...] = get_args(TicketStatus)

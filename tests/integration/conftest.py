@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from graph.http import create_app
-from graph.runtime import Runtime
+from writegate.surfaces.web import create_app
+from writegate.graph.runtime import Runtime
 from tests.integration.http_fixtures import seeded_database
 
 

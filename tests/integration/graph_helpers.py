@@ -18,12 +18,12 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Interrupt
 
-from checkpoints.migrate import setup_database
-from graph.build import build_graph
-from graph.runtime import Runtime
-from graph.scripted import ScriptedChatModel
-from tools.provider import SimulatedProvider
-from tools.seed import DEMO_TENANT, seed_demo
+from writegate.checkpoints.migrate import setup_database
+from writegate.graph.build import build_graph
+from writegate.graph.runtime import Runtime
+from writegate.graph.scripted import ScriptedChatModel
+from writegate.tools.provider import SimulatedProvider
+from writegate.tools.seed import DEMO_TENANT, seed_demo
 
 INSERT_ORDER_SQL = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor, shipping_address)

@@ -16,7 +16,7 @@ import sys
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from graph.runtime import Runtime
+from writegate.graph.runtime import Runtime
 from tests.integration.graph_helpers import (
     config,
     interrupts,

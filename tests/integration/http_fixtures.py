@@ -25,9 +25,9 @@ import httpx
 import psycopg
 import uvicorn
 
-from checkpoints.keys import create_key
-from checkpoints.migrate import setup_database
-from tools.seed import seed_demo
+from writegate.checkpoints.keys import create_key
+from writegate.checkpoints.migrate import setup_database
+from writegate.tools.seed import seed_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANT = "tenant_hz"
@@ -124,7 +124,7 @@ class Replica:
         # A file, not a pipe: a chatty child can never block on a full pipe.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "graph.cli", "serve", "--port", str(self.port),
+            [sys.executable, "-m", "writegate", "serve", "--port", str(self.port),
              "--log-level", "warning"],
             cwd=ROOT,
             env=child_env,

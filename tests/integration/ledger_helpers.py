@@ -5,10 +5,10 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from approval.decisions import Confirm
-from approval.models import Identity, Proposal
-from approval.service import Confirmation
-from graph.runtime import Runtime
+from writegate.approval.decisions import Confirm
+from writegate.approval.models import Identity, Proposal
+from writegate.approval.service import Confirmation
+from writegate.graph.runtime import Runtime
 
 ALICE = Identity("user_42", "tenant_hz")
 

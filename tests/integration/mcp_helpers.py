@@ -98,7 +98,7 @@ async def stdio_session(
     """`writegate mcp` over stdio as `user`; elicitation supported only if `person` is given."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "graph.cli", "mcp", "--user", user, "--tenant", tenant],
+        args=["-m", "writegate", "mcp", "--user", user, "--tenant", tenant],
         env=server_env(database_url),
         cwd=str(REPO),
     )
@@ -134,7 +134,7 @@ def free_port() -> int:
 
 
 def start_http_server(database_url: str, port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "graph.cli", "mcp", "--transport", "http", "--port", str(port)]
+    cmd = [sys.executable, "-m", "writegate", "mcp", "--transport", "http", "--port", str(port)]
     env = {**os.environ, **server_env(database_url, WRITEGATE_MCP_KEYS=KEYS_ENV)}
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -160,7 +160,7 @@ def cli_confirm(
     database_url: str, proposal_id: str, user: str, answer: str, *, tty: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """Run `writegate confirm` the way a person does: on a terminal, typing the answer."""
-    cmd = [sys.executable, "-m", "graph.cli", "confirm", proposal_id]
+    cmd = [sys.executable, "-m", "writegate", "confirm", proposal_id]
     cmd += ["--user", user, "--tenant", "tenant_hz"]
     env = {**os.environ, **server_env(database_url)}
     if not tty:

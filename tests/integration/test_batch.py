@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from approval import errors
-from approval.canonical import digest
-from approval.models import Identity
-from graph.runtime import Runtime
+from writegate.approval import errors
+from writegate.approval.canonical import digest
+from writegate.approval.models import Identity
+from writegate.graph.runtime import Runtime
 from tests.integration.tier_helpers import TENANT, open_runtime, token_of, tokens_of
 
 INSERT_TICKET_SQL = """

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from graph.cli import app
-from graph.cli_bench import register
+from writegate.surfaces.cli.app import app
+from writegate.surfaces.cli.bench import register
 
 # Every figure the README quotes, as paths into the JSON.
 FIGURES = [

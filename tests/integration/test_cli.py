@@ -20,9 +20,9 @@ import pytest
 from psycopg.rows import dict_row
 from typer.testing import CliRunner
 
-from checkpoints.migrate import setup_database
-from graph import cli
-from tools.seed import reset_demo, seed_demo
+from writegate.checkpoints.migrate import setup_database
+from writegate.surfaces.cli import app as cli
+from writegate.tools.seed import reset_demo, seed_demo
 
 NO_MODEL = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "WRITEGATE_MODEL": None}
 REPLAY_CODES = ("subject_mismatch", "tenant_mismatch", "already_consumed", "invalid_decision")
@@ -77,7 +77,7 @@ def _refunds(url: str, order_id: str) -> int:
 
 def _writegate() -> list[str]:
     script = Path(sys.executable).with_name("writegate")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "graph.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "writegate"]
 
 
 def test_every_subcommand_has_help(invoke: Callable[..., Any], cli_db: str) -> None:

@@ -13,8 +13,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from checkpoints import database
-from checkpoints.database import (
+from writegate.checkpoints import database
+from writegate.checkpoints.database import (
     DatabaseUnavailable,
     describe_database,
     resolve_database_url,

@@ -15,20 +15,20 @@ from typing import Any
 
 import pytest
 
-from approval.errors import (
+from writegate.approval.errors import (
     IdempotencyConflict,
     InvalidTransition,
     NotFound,
     StateChanged,
     ValidationFailed,
 )
-from approval.models import Identity
-from approval.spec import ToolContext
-from checkpoints.pool import Pool
-from tools.orders import mark_refund_succeeded
-from tools.provider import SimulatedProvider
-from tools.registry import Registry, default_registry
-from tools.seed import DEMO_TENANT, reset_demo, seed_demo
+from writegate.approval.models import Identity
+from writegate.approval.spec import ToolContext
+from writegate.checkpoints.pool import Pool
+from writegate.tools.orders import mark_refund_succeeded
+from writegate.tools.provider import SimulatedProvider
+from writegate.tools.registry import Registry, default_registry
+from writegate.tools.seed import DEMO_TENANT, reset_demo, seed_demo
 
 INSERT_ORDER = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor, refunded_minor,

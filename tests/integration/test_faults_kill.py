@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from approval import errors
-from approval.decisions import Confirm
-from approval.execution import Executor, RetryPolicy
-from approval.models import Identity, Proposal
-from approval.reconcile import ReconcilePolicy, Reconciler, Settled, receipt_for
-from approval.retention import RecordExpired, RetentionPolicy
-from approval.service import ApprovalService, Confirmation
-from checkpoints.ledger import PgLedgerStore
-from checkpoints.migrate import setup_database
-from checkpoints.ops import PgBacklog, PgTombstones, purge
-from checkpoints.pool import Pool, open_pool
+from writegate.approval import errors
+from writegate.approval.decisions import Confirm
+from writegate.approval.execution import Executor, RetryPolicy
+from writegate.approval.models import Identity, Proposal
+from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled, receipt_for
+from writegate.approval.retention import RecordExpired, RetentionPolicy
+from writegate.approval.service import ApprovalService, Confirmation
+from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.ops import PgBacklog, PgTombstones, purge
+from writegate.checkpoints.pool import Pool, open_pool
 from tests.integration.fault_scripts.harness import (
     TALLY,
     Child,
@@ -38,7 +38,7 @@ from tests.integration.fault_scripts.harness import (
     run_child,
     wait_until,
 )
-from tools.registry import default_registry
+from writegate.tools.registry import default_registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fault_tally")]
 
@@ -199,9 +199,9 @@ def test_killed_after_the_provider_applied_is_found_not_sent_again(world: World)
 def test_killed_after_recording_before_the_checkpoint_resumes_to_the_receipt(world: World):
     from langgraph.types import Command
 
-    from graph.build import build_graph
-    from graph.runtime import Runtime
-    from graph.scripted import ScriptedChatModel
+    from writegate.graph.build import build_graph
+    from writegate.graph.runtime import Runtime
+    from writegate.graph.scripted import ScriptedChatModel
 
     who, order = user(), ""
     order = make_order(world.pool, who.tenant_id, who.user_id)

@@ -17,8 +17,8 @@ from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from graph.build import build_graph
-from graph.runtime import Runtime
+from writegate.graph.build import build_graph
+from writegate.graph.runtime import Runtime
 from tests.fakes import openai_server
 from tests.integration.graph_helpers import (
     config,

@@ -13,7 +13,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from graph.runtime import Runtime
+from writegate.graph.runtime import Runtime
 from tests.integration.graph_helpers import (
     config,
     confirm,

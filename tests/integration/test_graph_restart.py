@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from langgraph.types import Command
 
-from graph.runtime import Runtime
+from writegate.graph.runtime import Runtime
 from tests.integration.graph_helpers import (
     config,
     confirm,

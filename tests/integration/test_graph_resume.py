@@ -14,8 +14,8 @@ import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.types import Command
 
-from approval.errors import NotFound
-from graph.runtime import Runtime
+from writegate.approval.errors import NotFound
+from writegate.graph.runtime import Runtime
 from tests.integration.graph_helpers import (
     config,
     confirm,

@@ -8,13 +8,13 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.types import Command
 
-from approval.execution import RetryPolicy
-from approval.reconcile import Reconciler
-from checkpoints.migrate import setup_database
-from checkpoints.ops import PgBacklog
-from graph.build import build_graph
-from graph.runtime import Runtime
-from graph.settled import MARK
+from writegate.approval.execution import RetryPolicy
+from writegate.approval.reconcile import Reconciler
+from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.ops import PgBacklog
+from writegate.graph.build import build_graph
+from writegate.graph.runtime import Runtime
+from writegate.graph.settled import MARK
 from tests.integration.graph_helpers import (
     config,
     confirm,
@@ -27,8 +27,8 @@ from tests.integration.graph_helpers import (
     tool_content,
     tool_messages,
 )
-from tools.faults import FaultScript
-from tools.provider import SimulatedProvider
+from writegate.tools.faults import FaultScript
+from writegate.tools.provider import SimulatedProvider
 
 NO_WAIT = RetryPolicy(base_delay=0.0)
 

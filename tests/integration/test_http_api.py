@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from approval.service import Policy
-from graph.http import Settings, create_app
-from graph.runtime import Runtime
+from writegate.approval.service import Policy
+from writegate.surfaces.web import Settings, create_app
+from writegate.graph.runtime import Runtime
 from tests.integration.http_fixtures import (
     ThreadServer,
     make_key,
@@ -25,7 +25,7 @@ from tests.integration.http_fixtures import (
     sse_events,
     wait_for,
 )
-from tools.provider import SimulatedProvider
+from writegate.tools.provider import SimulatedProvider
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from approval.canonical import hash_secret
-from graph import cli_serve
-from graph.http import Settings
-from graph.http.services import TTL_ENV, SettingsError
+from writegate.approval.canonical import hash_secret
+from writegate.surfaces.cli import serve as cli_serve
+from writegate.surfaces.web import Settings
+from writegate.surfaces.web.services import TTL_ENV, SettingsError
 from tests.integration.http_fixtures import seeded_database
 
 

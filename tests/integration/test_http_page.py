@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from graph.http import Settings, create_app
-from graph.http.services import TTL_ENV
-from graph.runtime import Runtime
+from writegate.surfaces.web import Settings, create_app
+from writegate.surfaces.web.services import TTL_ENV
+from writegate.graph.runtime import Runtime
 from tests.integration.http_fixtures import (
     ROOT,
     ThreadServer,

@@ -31,11 +31,11 @@ from pydantic import ValidationError
 from schemathesis import checks
 from schemathesis.core.parameters import ParameterLocation
 
-from graph.http import Settings, create_app
-from graph.http.app import API_ROUTERS
-from graph.http.inputs import query_model
-from graph.http.services import Services
-from graph.runtime import Runtime
+from writegate.surfaces.web import Settings, create_app
+from writegate.surfaces.web.app import API_ROUTERS
+from writegate.surfaces.web.inputs import query_model
+from writegate.surfaces.web.services import Services
+from writegate.graph.runtime import Runtime
 from tests.integration.http_fixtures import make_key, new_order, seeded_database, sse_events
 
 # Small on purpose: every operation is exercised, and the whole run stays well under 60 s.

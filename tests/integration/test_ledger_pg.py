@@ -9,13 +9,13 @@ from datetime import timedelta
 
 import pytest
 
-from approval import errors
-from approval.decisions import Edit
-from approval.execution import Executor
-from approval.models import Identity
-from approval.service import ApprovalService, Policy
-from checkpoints.migrate import setup_database
-from graph.runtime import Runtime
+from writegate.approval import errors
+from writegate.approval.decisions import Edit
+from writegate.approval.execution import Executor
+from writegate.approval.models import Identity
+from writegate.approval.service import ApprovalService, Policy
+from writegate.checkpoints.migrate import setup_database
+from writegate.graph.runtime import Runtime
 from tests.integration.ledger_helpers import (
     ALICE,
     confirm,

@@ -21,8 +21,8 @@ import pytest
 from mcp import Client
 from psycopg.rows import dict_row
 
-from checkpoints.keys import create_key, revoke_key
-from checkpoints.migrate import setup_database
+from writegate.checkpoints.keys import create_key, revoke_key
+from writegate.checkpoints.migrate import setup_database
 from tests.integration.mcp_helpers import (
     Person,
     accept,
@@ -36,8 +36,8 @@ from tests.integration.mcp_helpers import (
     start_http_server,
     stdio_session,
 )
-from tools.registry import default_registry
-from tools.seed import seed_demo
+from writegate.tools.registry import default_registry
+from writegate.tools.seed import seed_demo
 
 REQUEST = "request_refund_order_confirmation"
 EXECUTE = "execute_confirmed_refund_order"

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from langgraph.checkpoint.postgres import PostgresSaver
 
-from checkpoints.migrate import MigrationError, apply_migrations, migration_checksum
-from checkpoints.schema import MIGRATIONS
+from writegate.checkpoints.migrate import MigrationError, apply_migrations, migration_checksum
+from writegate.checkpoints.schema import MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = "test_migrations_log"

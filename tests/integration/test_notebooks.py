@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from nbclient import NotebookClient
 
-from checkpoints.migrate import setup_database
+from writegate.checkpoints.migrate import setup_database
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NAMES = ("quickstart.ipynb", "decline_edit_expiry.ipynb", "second_approver.ipynb")

@@ -24,23 +24,23 @@ import typer
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from approval import errors
-from approval.decisions import Confirm, Decline, Edit
-from approval.execution import Executor, RetryPolicy
-from approval.models import Identity, Proposal
-from approval.reconcile import ReconcilePolicy, Reconciler, Settled, receipt_for
-from approval.retention import RecordExpired, RetentionPolicy
-from approval.service import ApprovalService, Confirmation
-from checkpoints.ledger import PgLedgerStore
-from checkpoints.migrate import setup_database
-from checkpoints.ops import PgBacklog, PgTombstones, ledger_stats, purge
-from checkpoints.pool import Pool, open_pool
-from graph import cli_ops
-from graph.metrics import prometheus_text
+from writegate.approval import errors
+from writegate.approval.decisions import Confirm, Decline, Edit
+from writegate.approval.execution import Executor, RetryPolicy
+from writegate.approval.models import Identity, Proposal
+from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled, receipt_for
+from writegate.approval.retention import RecordExpired, RetentionPolicy
+from writegate.approval.service import ApprovalService, Confirmation
+from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.ops import PgBacklog, PgTombstones, ledger_stats, purge
+from writegate.checkpoints.pool import Pool, open_pool
+from writegate.surfaces.cli import ops as cli_ops
+from writegate.surfaces.metrics import prometheus_text
 from tests.integration.fault_scripts.harness import ROOT, make_order, new_id, wait_until
-from tools.faults import FaultScript
-from tools.provider import SimulatedProvider
-from tools.registry import default_registry
+from writegate.tools.faults import FaultScript
+from writegate.tools.provider import SimulatedProvider
+from writegate.tools.registry import default_registry
 
 RETRY = RetryPolicy(base_delay=0.0, lease=timedelta(seconds=30))
 EXECUTION_SQL = "SELECT * FROM wg_executions WHERE proposal_id = %s"
@@ -339,7 +339,7 @@ def test_reconcile_processes_share_one_backlog_without_overlap(ops: Ops, db: str
     cmd = [
         sys.executable,
         "-m",
-        "graph.cli",
+        "writegate.surfaces.cli.app",
         "reconcile",
         "--workers",
         "3",

@@ -28,8 +28,8 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.schema import Command, Config
 
-from checkpoints.migrate import setup_database
-from tools.seed import seed_demo
+from writegate.checkpoints.migrate import setup_database
+from writegate.tools.seed import seed_demo
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 60.0

@@ -20,11 +20,11 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 from typer.testing import CliRunner
 
-from approval import errors
-from approval.models import Identity, ProposalStatus
-from approval.service import Confirmation
-from graph import cli
-from graph.runtime import Runtime
+from writegate.approval import errors
+from writegate.approval.models import Identity, ProposalStatus
+from writegate.approval.service import Confirmation
+from writegate.surfaces.cli import app as cli
+from writegate.graph.runtime import Runtime
 from tests.integration.graph_helpers import config as graph_config
 from tests.integration.graph_helpers import (
     only_interrupt,

@@ -9,14 +9,14 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from approval.decisions import Confirm
-from approval.execution import Executor
-from approval.models import Identity, Proposal
-from approval.policy import DEFAULT_POLICY_FILE, Policy, parse_policy
-from approval.service import ApprovalService, Confirmation
-from checkpoints.migrate import setup_database
-from graph.runtime import Runtime
-from tools.batch import CloseTickets
+from writegate.approval.decisions import Confirm
+from writegate.approval.execution import Executor
+from writegate.approval.models import Identity, Proposal
+from writegate.approval.policy import DEFAULT_POLICY_FILE, Policy, parse_policy
+from writegate.approval.service import ApprovalService, Confirmation
+from writegate.checkpoints.migrate import setup_database
+from writegate.graph.runtime import Runtime
+from writegate.tools.batch import CloseTickets
 
 TENANT = "tenant_hz"
 REQUESTER = Identity("user_42", TENANT)

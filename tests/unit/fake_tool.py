@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from approval.errors import NotFound, StateChanged, ValidationFailed, WritegateError
-from approval.models import Preview, SideEffect
-from approval.spec import DownstreamResult, ToolContext, Validated
+from writegate.approval.errors import NotFound, StateChanged, ValidationFailed, WritegateError
+from writegate.approval.models import Preview, SideEffect
+from writegate.approval.spec import DownstreamResult, ToolContext, Validated
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from approval.canonical import CanonicalizationError, canonical_json, digest, to_rfc3339
+from writegate.approval.canonical import CanonicalizationError, canonical_json, digest, to_rfc3339
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20))
 values = st.recursive(

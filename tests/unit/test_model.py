@@ -16,14 +16,14 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from graph.model import (
+from writegate.graph.model import (
     PLACEHOLDER_API_KEY,
     build_chat_model,
     check_strict_tool_specs,
     describe_model,
     resolve_model_config,
 )
-from graph.scripted import PREFIX, ScriptedChatModel
+from writegate.graph.scripted import PREFIX, ScriptedChatModel
 from tests.fakes import FakeOpenAIServer, FakeToolCall
 
 ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "WRITEGATE_MODEL")

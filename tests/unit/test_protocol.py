@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from approval import errors
-from approval.decisions import Cancel, Confirm, Decline, Edit, parse_decision
-from approval.execution import Executor, RetryPolicy
-from approval.models import ExecutionStatus, Identity, ProposalStatus
-from approval.service import ApprovalService, Confirmation, Ended, Policy
-from checkpoints.memory import MemoryLedgerStore
+from writegate.approval import errors
+from writegate.approval.decisions import Cancel, Confirm, Decline, Edit, parse_decision
+from writegate.approval.execution import Executor, RetryPolicy
+from writegate.approval.models import ExecutionStatus, Identity, ProposalStatus
+from writegate.approval.service import ApprovalService, Confirmation, Ended, Policy
+from writegate.checkpoints.memory import MemoryLedgerStore
 from tests.unit.fake_tool import AddTool, Counters, Tools
 
 ALICE = Identity("alice", "t1")

@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from approval import errors
-from approval.decisions import Confirm
-from approval.execution import Executor, RetryPolicy, outcome_status
-from approval.models import ExecutionStatus, Identity
-from approval.retention import RetentionPolicy
-from approval.service import ApprovalService, Confirmation
-from approval.spec import DownstreamResult
-from checkpoints.memory import MemoryLedgerStore
+from writegate.approval import errors
+from writegate.approval.decisions import Confirm
+from writegate.approval.execution import Executor, RetryPolicy, outcome_status
+from writegate.approval.models import ExecutionStatus, Identity
+from writegate.approval.retention import RetentionPolicy
+from writegate.approval.service import ApprovalService, Confirmation
+from writegate.approval.spec import DownstreamResult
+from writegate.checkpoints.memory import MemoryLedgerStore
 from tests.unit.fake_tool import AddTool, Counters, Tools
-from tools.faults import FaultScript, parse_rule
+from writegate.tools.faults import FaultScript, parse_rule
 
 ALICE = Identity("alice", "t1")
 TRANSIENT = [errors.UpstreamTimeout, errors.TemporarilyUnavailable, errors.RateLimited]

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from approval import errors
-from approval.decisions import Confirm, parse_decision
-from approval.execution import Executor, RetryPolicy
-from approval.models import Identity, ProposalStatus
-from approval.policy import POLICY_FILE_ENV, Policy, PolicyError, load_policy, parse_policy
-from approval.risk import assess, check_retyped, requires_fresh_confirmation
-from approval.service import ApprovalService, Confirmation
-from checkpoints.memory import MemoryLedgerStore
+from writegate.approval import errors
+from writegate.approval.decisions import Confirm, parse_decision
+from writegate.approval.execution import Executor, RetryPolicy
+from writegate.approval.models import Identity, ProposalStatus
+from writegate.approval.policy import POLICY_FILE_ENV, Policy, PolicyError, load_policy, parse_policy
+from writegate.approval.risk import assess, check_retyped, requires_fresh_confirmation
+from writegate.approval.service import ApprovalService, Confirmation
+from writegate.checkpoints.memory import MemoryLedgerStore
 from tests.unit.fake_tool import AddTool, Counters, Tools
 
 T0 = datetime(2026, 9, 1, 6, 20, tzinfo=UTC)

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from approval.errors import ClarificationNeeded, ValidationFailed
-from approval.models import SideEffect
-from approval.spec import Validated
-from tools.money import format_minor
-from tools.registry import Registry, StrictArgs, Tool, default_registry, strict_schema
+from writegate.approval.errors import ClarificationNeeded, ValidationFailed
+from writegate.approval.models import SideEffect
+from writegate.approval.spec import Validated
+from writegate.tools.money import format_minor
+from writegate.tools.registry import Registry, StrictArgs, Tool, default_registry, strict_schema
 
 
 class NoProvider:

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from checkpoints.pool import Pool
-from tools.provider_http import HttpProvider
+from writegate.checkpoints.pool import Pool
+from writegate.tools.provider_http import HttpProvider
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKER = "tests.integration.fault_scripts.worker"
@@ -97,7 +97,7 @@ class ProviderProcess:
         self.url = ""
 
     def start(self) -> ProviderProcess:
-        cmd = [sys.executable, "-m", "graph.cli", "provider", "serve", "--port", "0"]
+        cmd = [sys.executable, "-m", "writegate", "provider", "serve", "--port", "0"]
         self.proc = subprocess.Popen(
             [*cmd, "--stall", str(self.stall_s)],
             cwd=ROOT,

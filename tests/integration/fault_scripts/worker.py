@@ -18,17 +18,17 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-from approval.decisions import Confirm
-from approval.errors import WritegateError
-from approval.execution import Executor, RetryPolicy
-from approval.models import Identity
-from approval.reconcile import ReconcilePolicy, Reconciler
-from approval.service import ApprovalService, Confirmation
-from checkpoints.ledger import PgLedgerStore
-from checkpoints.ops import PgBacklog, PgTombstones
-from checkpoints.pool import open_pool
-from tools.provider_http import HttpProvider
-from tools.registry import default_registry
+from writegate.approval.decisions import Confirm
+from writegate.approval.errors import WritegateError
+from writegate.approval.execution import Executor, RetryPolicy
+from writegate.approval.models import Identity
+from writegate.approval.reconcile import ReconcilePolicy, Reconciler
+from writegate.approval.service import ApprovalService, Confirmation
+from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.ops import PgBacklog, PgTombstones
+from writegate.checkpoints.pool import open_pool
+from writegate.tools.provider_http import HttpProvider
+from writegate.tools.registry import default_registry
 
 
 def kill_at(step: str | None) -> Any:
@@ -78,9 +78,9 @@ def run_graph_job(job: dict[str, Any]) -> dict[str, Any]:
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.types import Command
 
-    from graph.build import build_graph
-    from graph.runtime import Runtime
-    from graph.scripted import ScriptedChatModel
+    from writegate.graph.build import build_graph
+    from writegate.graph.runtime import Runtime
+    from writegate.graph.scripted import ScriptedChatModel
 
     retry = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=job.get("lease_s", 0.5)))
     rt = Runtime.open(

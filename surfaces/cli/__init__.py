@@ -1,0 +1,1 @@
+"""The `writegate` command: one small module per group of subcommands."""

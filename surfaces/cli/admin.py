@@ -1,0 +1,132 @@
+"""`writegate approve`, `writegate revoke`, `writegate approvals`: decisions by others.
+
+A second approver sees the same preview the requester saw (the same interrupt payload,
+rendered the same way), plus the confirmation tier and why it applies, and approves or
+declines it. An approver, an admin or the requester revokes an approval that has not
+executed. This console is an operator tool: whoever runs it states who they are with
+`--user/--tenant` and the roles they act in with `--role`; hosts with a real sign-in
+call `ApprovalService.approve_as_second` / `revoke` with identities from their session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from writegate.approval.canonical import to_rfc3339
+from writegate.approval.errors import WritegateError
+from writegate.approval.models import Identity, Proposal
+from writegate.surfaces.cli.common import console, database_url
+from writegate.graph.messages import approval_request
+from writegate.surfaces.cli.render import error_panel, preview_table
+from writegate.graph.runtime import Runtime
+
+User = Annotated[str, typer.Option("--user", help="Who you are (user id).")]
+Tenant = Annotated[str, typer.Option("--tenant", help="Your tenant id.")]
+Roles = Annotated[
+    list[str] | None,
+    typer.Option("--role", help="A role you act in (repeatable); default: approver."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("approve")(approve)
+    app.command("revoke")(revoke)
+    app.command("approvals")(approvals)
+
+
+def _identity(user: str, tenant: str, roles: list[str] | None) -> Identity:
+    return Identity(user, tenant, frozenset(roles if roles is not None else ["approver"]))
+
+
+@contextmanager
+def _runtime() -> Iterator[Runtime]:
+    """A runtime whose refusals print as a structured error and exit 1, never a trace."""
+    runtime = Runtime.open(database_url())
+    try:
+        yield runtime
+    except WritegateError as exc:
+        console.print(error_panel(exc.to_dict()))
+        raise typer.Exit(1) from exc
+    finally:
+        runtime.close()
+
+
+def confirmation_table(proposal: Proposal) -> Table:
+    """Who asked, the tier and its reasons, and where the approval stands."""
+    block: dict[str, Any] = proposal.preview.get("confirmation") or {}
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    table.add_row("requested by", f"{proposal.subject} ({proposal.tenant_id})")
+    table.add_row("status", proposal.status.value)
+    table.add_row("tier", f"{proposal.tier} (policy {proposal.policy_version})")
+    for reason in block.get("reasons", []):
+        table.add_row("", f"• {reason}")
+    if proposal.second_approver:
+        table.add_row("second approver", proposal.second_approver)
+    if proposal.revoked_by:
+        table.add_row("revoked by", proposal.revoked_by)
+    return table
+
+
+def _show(proposal: Proposal) -> None:
+    console.print(preview_table(approval_request(proposal)))
+    console.print(confirmation_table(proposal))
+
+
+def approve(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal to approve.")],
+    user: User,
+    tenant: Tenant,
+    role: Roles = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Approve without asking.")] = False,
+    decline: Annotated[bool, typer.Option("--decline", help="Decline instead.")] = False,
+) -> None:
+    """Second approval: see the requester's exact preview, then approve or decline it."""
+    identity = _identity(user, tenant, role)
+    with _runtime() as runtime:
+        service = runtime.service
+        _show(service.proposal_for_review(identity, proposal_id))
+        verb = "Decline" if decline else "Approve"
+        if not yes and not typer.confirm(f"{verb} exactly this operation?", default=False):
+            console.print("nothing decided")
+            raise typer.Exit(1)
+        if decline:
+            done = service.decline_as_second(identity, proposal_id)
+        else:
+            done = service.approve_as_second(identity, proposal_id)
+        console.print(f"[green]ok[/green] {proposal_id} is now [bold]{done.status.value}[/bold]")
+        if not decline:
+            console.print(f"{done.subject}'s next confirm receives the one-time token.")
+
+
+def revoke(
+    proposal_id: Annotated[str, typer.Argument(help="The approval to revoke.")],
+    user: User,
+    tenant: Tenant,
+    role: Roles = None,
+) -> None:
+    """Revoke an approval that has not executed (approver, admin or the requester)."""
+    identity = _identity(user, tenant, role)
+    with _runtime() as runtime:
+        done = runtime.service.revoke(identity, proposal_id)
+        _show(done)
+        console.print(f"[green]ok[/green] {proposal_id} is revoked; executing it now fails")
+
+
+def approvals(user: User, tenant: Tenant, role: Roles = None) -> None:
+    """List the proposals of your tenant waiting for a second approval."""
+    identity = _identity(user, tenant, role)
+    with _runtime() as runtime:
+        waiting = runtime.service.awaiting_second_approval(identity)
+    table = Table(title=f"awaiting second approval in {tenant}", title_justify="left")
+    for column in ("proposal", "requested by", "operation", "tier", "expires"):
+        table.add_column(column, no_wrap=True)
+    for p in waiting:
+        table.add_row(p.proposal_id, p.subject, p.operation, p.tier, to_rfc3339(p.expires_at))
+    console.print(table)

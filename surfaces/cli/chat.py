@@ -1,0 +1,170 @@
+"""`writegate chat`: a terminal conversation on a durable thread.
+
+The thread lives in PostgreSQL (LangGraph's checkpointer plus writegate's ledger), so
+a chat can be left and resumed later by its thread id; approvals still pending are
+asked first. An approval is answered at its own explicit prompt (confirm, decline,
+cancel, edit, or later to leave it pending), never from the chat box: "yes" typed in
+the chat is a message to the model and confirms nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from typing import Annotated, Any
+
+import typer
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command, Interrupt
+from rich.markup import escape
+
+from writegate.graph.build import build_graph
+from writegate.surfaces.cli.common import console, database_url, err_console
+from writegate.graph.model import describe_model
+from writegate.surfaces.cli.render import error_panel, preview_table, print_messages, reported_errors
+from writegate.graph.runtime import Runtime
+
+DECISIONS = ("confirm", "decline", "cancel", "edit", "later")
+QUIT = ("/quit", "/exit")
+
+
+class LeaveChat(Exception):
+    """The person quit (/quit, Ctrl-D, or "later" at an approval)."""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("chat")(chat)
+
+
+def chat(
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="Thread id to resume; new if omitted.")
+    ] = None,
+    user: Annotated[str, typer.Option("--user", help="Who you are (the run's user_id).")] = (
+        "user_42"
+    ),
+    tenant: Annotated[str, typer.Option("--tenant", help="Your tenant (tenant_id).")] = (
+        "tenant_hz"
+    ),
+) -> None:
+    """Chat with the agent on a durable thread; approvals get an explicit prompt."""
+    thread_id = thread or f"chat-{uuid.uuid4().hex[:12]}"
+    url = database_url()
+    with reported_errors(err_console):
+        runtime = Runtime.open(url)
+    with runtime:
+        graph = build_graph(runtime, checkpointer=runtime.checkpointer)
+        config: Any = {"configurable": {"thread_id": thread_id, "user_id": user,
+                                        "tenant_id": tenant}}  # fmt: skip
+        console.print(f"[bold]thread[/bold] {thread_id}  [bold]as[/bold] {user} in {tenant}")
+        console.print(f"[bold]model[/bold]  {describe_model()}")
+        console.print("[dim]/quit or Ctrl-D to leave; come back with "
+                      f"`writegate chat --thread {thread_id}`[/dim]")  # fmt: skip
+        with contextlib.suppress(LeaveChat):
+            _loop(graph, config)
+        console.print(f"bye. resume with: writegate chat --thread {thread_id}")
+
+
+def _loop(graph: Any, config: Any) -> None:
+    state = graph.get_state(config)
+    history = state.values.get("messages", []) if state.values else []
+    if history:
+        console.print(f"[dim]resuming: {len(history)} message(s) so far; the last ones:[/dim]")
+        print_messages(console, history[-3:])
+    pending = _in_order(state.interrupts)
+    if pending:
+        console.print(f"[bold yellow]{len(pending)} approval(s) waiting for you[/bold yellow]")
+    while True:
+        before = len(graph.get_state(config).values.get("messages", []))
+        if pending:
+            payload: Any = Command(resume=_answer_all(pending))
+        else:
+            text = _read("[bold cyan]you ›[/bold cyan] ")
+            if text in QUIT:
+                raise LeaveChat
+            if not text:
+                continue
+            payload = {"messages": [HumanMessage(text)]}
+        try:
+            out = graph.invoke(payload, config)
+        except Exception as exc:  # a model or network failure: report it, keep the thread
+            console.print(error_panel({"code": "agent_error", "message": _describe(exc)}))
+            pending = _in_order(graph.get_state(config).interrupts)
+            continue
+        new = [m for m in out.get("messages", [])[before:] if not isinstance(m, HumanMessage)]
+        print_messages(console, new)  # the person's own line is already on screen
+        pending = _in_order(out.get("__interrupt__", []))
+
+
+def _in_order(interrupts: Any) -> list[Interrupt]:
+    """Ask in the order the model made the calls, not in the order the branches paused."""
+    items = list(interrupts or [])
+    return sorted(items, key=lambda i: str(getattr(i, "value", {}).get("tool_call_id", "")))
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()[:300]
+
+
+def _read(prompt: str) -> str:
+    try:
+        return console.input(prompt).strip()
+    except (EOFError, KeyboardInterrupt):
+        console.print()
+        raise LeaveChat from None
+
+
+def _answer_all(pending: list[Interrupt]) -> dict[str, Any]:
+    """One question at a time; the answers go back together as {interrupt_id: value}."""
+    answers: dict[str, Any] = {}
+    for number, item in enumerate(pending, start=1):
+        if len(pending) > 1:
+            console.rule(f"approval {number} of {len(pending)}")
+        request = item.value if isinstance(item.value, dict) else {}
+        if request.get("error"):
+            console.print(error_panel(request["error"], title="your last answer was refused"))
+        console.print(preview_table(request))
+        answers[item.id] = _decide(request)
+    return answers
+
+
+def _decide(request: dict[str, Any]) -> dict[str, Any]:
+    proposal_id = str(request.get("proposal_id", ""))
+    while True:
+        choice = _read(f"decision \\[{' / '.join(DECISIONS)}]: ").lower()
+        if choice in DECISIONS:
+            break
+        if not choice:
+            continue
+        console.print(
+            f"[yellow]{choice!r} is not a decision.[/yellow] Type one of: {', '.join(DECISIONS)}"
+        )
+    if choice == "later":
+        console.print("[dim]left pending; nothing was sent. It waits in the database.[/dim]")
+        raise LeaveChat
+    if choice == "edit":
+        return {"action": "edit", "proposal_id": proposal_id, "args": _edit_args(request)}
+    return {"action": choice, "proposal_id": proposal_id}
+
+
+def _edit_args(request: dict[str, Any]) -> dict[str, Any]:
+    """Ask for each argument in preview order, showing its current value; Enter keeps it."""
+    args: dict[str, Any] = dict(request.get("args") or {})
+    fields = (request.get("preview") or {}).get("fields", [])
+    displays = {f["name"]: str(f.get("display")) for f in fields if f.get("name") in args}
+    order = [*displays, *(name for name in args if name not in displays)]
+    return {name: _ask_value(name, args[name], displays.get(name)) for name in order}
+
+
+def _ask_value(name: str, current: Any, display: str | None) -> Any:
+    shown = repr(current) + (f" = {display}" if display and display != str(current) else "")
+    while True:
+        text = _read(escape(f"  {name} (now {shown}; Enter keeps it): "))
+        if not text:
+            return current
+        if not isinstance(current, int) or isinstance(current, bool):
+            return text
+        try:
+            return int(text)  # integers stay integers: amounts are minor units
+        except ValueError:
+            console.print(f"[yellow]{name} takes an integer (minor units, e.g. 19900)[/yellow]")

@@ -1,0 +1,228 @@
+"""Operations commands: `reconcile`, `escalations`, `stats`, `purge`, `provider serve`.
+
+`writegate reconcile` settles unknown, failed_retryable and lease-expired executions
+(once, or `--loop`); run it in as many processes and `--workers` as you like: they
+claim with SKIP LOCKED and never share an execution. The downstream it asks is the
+in-process simulator on the same database, or `--provider-url` /
+`WRITEGATE_PROVIDER_URL` for the HTTP one (`writegate provider serve`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from collections import Counter
+from datetime import timedelta
+from typing import Annotated, Any
+
+import typer
+
+from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled
+from writegate.approval.retention import RetentionPolicy
+from writegate.checkpoints.ops import PgBacklog, ledger_stats, list_escalations, purge
+from writegate.surfaces.cli.common import console, database_url, err_console
+
+PROVIDER_URL_ENV = "WRITEGATE_PROVIDER_URL"
+provider_app = typer.Typer(help="The payment provider simulator.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("reconcile")(reconcile)
+    app.command("escalations")(escalations)
+    app.command("stats")(stats)
+    app.command("purge")(purge_command)
+    app.add_typer(provider_app, name="provider")
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def _open_runtime(provider_url: str | None, connections: int) -> Any:
+    from writegate.graph.runtime import Runtime
+    from writegate.tools.provider_http import HttpProvider
+
+    url = provider_url or os.environ.get(PROVIDER_URL_ENV, "").strip() or None
+    provider = HttpProvider(url) if url else None
+    return Runtime.open(database_url(), provider=provider, max_connections=connections)
+
+
+def reconcile(
+    loop: Annotated[bool, typer.Option("--loop", help="Keep reconciling until stopped.")] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.05, help="Seconds between rounds with --loop.")
+    ] = 5.0,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Parallel workers.")] = 1,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Claims per round.")] = 20,
+    lease: Annotated[float, typer.Option("--lease", min=0.1, help="Lease seconds.")] = 60.0,
+    provider_url: Annotated[
+        str | None, typer.Option("--provider-url", help="HTTP provider (else in-process).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print each settlement.")] = False,
+) -> None:
+    """Settle executions whose outcome is unknown by looking them up at the provider."""
+    rt = _open_runtime(provider_url, connections=workers + 2)
+    policy = ReconcilePolicy(lease=timedelta(seconds=lease))
+    stop = threading.Event()
+    if loop:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    settled: list[Settled] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        worker = Reconciler(rt.service, PgBacklog(rt.pool), policy=policy)
+        while True:
+            try:
+                done = worker.drain(limit=batch)
+            except Exception as exc:  # e.g. the database went away: report, exit non-zero
+                with lock:
+                    failures.append(exc)
+                return
+            with lock:
+                settled.extend(done)
+            if not loop or stop.wait(interval):
+                return
+
+    try:
+        threads = [threading.Thread(target=work, name=f"reconcile-{i}") for i in range(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        rt.close()
+    if as_json:
+        _print_json([s.__dict__ for s in settled])
+    else:
+        counts = Counter(f"{s.action} -> {s.status}" for s in settled)
+        console.print(f"reconciled {len(settled)} execution(s)")
+        for what, n in sorted(counts.items()):
+            console.print(f"  {n:5d}  {what}")
+    if failures:
+        err_console.print(f"[red]error:[/red] a worker stopped: {failures[0]}")
+        raise typer.Exit(1)
+
+
+def escalations(
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List executions a person must decide: what was asked, by whom, what is known."""
+    from writegate.checkpoints.pool import open_pool
+
+    pool = open_pool(database_url(), max_size=1)
+    try:
+        rows = list_escalations(pool, tenant_id=tenant, limit=limit)
+    finally:
+        pool.close()
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        console.print("no escalations")
+        return
+    for row in rows:
+        title = (row.get("preview") or {}).get("title", row["operation"])
+        console.print(f"[bold]{row['execution_id']}[/bold]  {title}")
+        who = f"tenant {row['tenant_id']}  user {row['subject']}  thread {row['thread_id']}"
+        console.print("  " + who)
+        console.print(f"  request key {row['request_key']}  (send it to the provider's support)")
+        console.print(f"  arguments {json.dumps(row['args'], ensure_ascii=False)}")
+        console.print(f"  why {json.dumps(row['escalation'], ensure_ascii=False, default=str)}")
+        console.print(f"  started {row['created_at']}  checks {row['checks']}")
+        for h in row["history"]:
+            action = (h.get("result") or {}).get("action", "")
+            console.print(f"    {h['created_at']}  {h['event']:9s} {h['status']:16s} {action}")
+
+
+def stats(
+    prometheus: Annotated[
+        bool, typer.Option("--prometheus", help="Prometheus text format.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Duplicate requests, conflicts, unknown outcomes, backlog age, reconcile latency."""
+    from writegate.checkpoints.pool import open_pool
+
+    pool = open_pool(database_url(), max_size=1)
+    try:
+        if prometheus:
+            from writegate.surfaces.metrics import prometheus_text
+
+            print(prometheus_text(pool), end="")
+            return
+        data = ledger_stats(pool)
+    finally:
+        pool.close()
+    if as_json:
+        _print_json(data)
+        return
+    t, b, lat = data["totals"], data["backlog"], data["reconcile_latency"]
+    console.print(
+        f"execute requests {t['execute_requests']}, duplicates {t['duplicates']} "
+        f"({t['duplicate_rate']:.1%})"
+    )
+    console.print(f"fingerprint conflicts {t['fingerprint_conflicts']}")
+    console.print(f"unknown outcomes {t['unknown_outcomes']}, escalations {t['escalations']}")
+    console.print(f"backlog {b['size']}, oldest {b['oldest_age_s']:.1f} s")
+    if lat["count"]:
+        console.print(
+            f"reconcile latency: {lat['count']} settled, p50 {lat['p50_s']:.2f} s, "
+            f"p95 {lat['p95_s']:.2f} s, max {lat['max_s']:.2f} s"
+        )
+    for row in data["open_executions"]:
+        console.print(f"open: {row['operation']} {row['status']} {row['n']}")
+
+
+def purge_command(
+    days: Annotated[
+        int | None,
+        typer.Option("--days", min=0, help="Keep finished rows this long (default: env)."),
+    ] = None,
+    batch: Annotated[int, typer.Option("--batch", min=1)] = 500,
+) -> None:
+    """Delete finished ledger rows past retention, leaving tombstones for their keys."""
+    from writegate.checkpoints.pool import open_pool
+
+    policy = RetentionPolicy(days) if days is not None else RetentionPolicy.from_env()
+    pool = open_pool(database_url(), max_size=1)
+    try:
+        report = purge(pool, policy, batch=batch)
+    finally:
+        pool.close()
+    console.print(
+        f"purged {report.executions} execution(s) and {report.proposals} other proposal(s) "
+        f"finished before {report.cutoff.isoformat()}"
+    )
+
+
+@provider_app.command("serve")
+def provider_serve(
+    port: Annotated[int, typer.Option("--port", min=0, help="0 picks a free port.")] = 8700,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    faults: Annotated[
+        list[str] | None,
+        typer.Option("--faults", help="Fault rule, e.g. 'timeout_after' or 'ord_1=503*2,ok'."),
+    ] = None,
+    stall: Annotated[
+        float, typer.Option("--stall", min=0.0, help="Seconds a timeout fault holds a call.")
+    ] = 5.0,
+) -> None:
+    """Run the payment provider simulator over HTTP (refund, lookup by key, faults)."""
+    from writegate.tools.provider_http import serve
+
+    def ready(url: str) -> None:
+        print(f"listening on {url}", flush=True)
+
+    try:
+        serve(database_url(), host=host, port=port, rules=faults, stall_seconds=stall, ready=ready)
+    except ValueError as exc:  # a malformed fault rule
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    except KeyboardInterrupt:
+        pass

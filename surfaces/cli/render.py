@@ -1,0 +1,184 @@
+"""Terminal rendering shared by `writegate demo` and `writegate chat`.
+
+Turns writegate's machine values into something a person can read: an approval
+request (the interrupt value) as a preview table, a receipt, a structured error, the
+messages of a conversation and audit rows; and setup failures as an error panel
+instead of a traceback. Rendering never changes a value: display
+strings sit next to the machine values they describe, not in place of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from writegate.approval.errors import WritegateError
+from writegate.checkpoints.database import DatabaseUnavailable
+from writegate.checkpoints.migrate import MigrationError
+
+_AUDIT_LABELS = {"audit_id": "#", "tool_name": "tool", "error_code": "error"}
+_RECEIPT_KEYS = ("execution_id", "request_key", "operation", "provider_ref", "completed_at")
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@contextmanager
+def reported_errors(console: Console) -> Iterator[None]:
+    """Show setup and protocol failures as a structured error and exit 2, no traceback."""
+    try:
+        yield
+    except DatabaseUnavailable as exc:
+        console.print(
+            error_panel({"code": "database_unavailable", "message": str(exc)}, title="error")
+        )
+        raise typer.Exit(2) from exc
+    except MigrationError as exc:
+        console.print(error_panel({"code": "schema_mismatch", "message": str(exc)}, title="error"))
+        raise typer.Exit(2) from exc
+    except WritegateError as exc:
+        console.print(error_panel(exc.to_dict(), title="error"))
+        raise typer.Exit(2) from exc
+
+
+def preview_table(request: Mapping[str, Any]) -> Table:
+    """An approval request as a table: operation, target, each argument, impact, expiry."""
+    preview = request.get("preview") or {}
+    table = Table(
+        title=f"Approval needed: {preview.get('title', request.get('operation', '?'))}",
+        title_justify="left",
+        show_header=True,
+        header_style="bold",
+    )
+    table.add_column("", style="bold cyan", no_wrap=True)
+    table.add_column("shown to you")
+    table.add_column("exact value executed", style="dim")
+    table.add_row("operation", str(request.get("operation", "")), "")
+    table.add_row("target", str(preview.get("target", request.get("resource", ""))), "")
+    for field in preview.get("fields", []):
+        table.add_row(
+            str(field.get("name")), str(field.get("display")), _short(field.get("value"), 80)
+        )
+    table.add_row("impact", Text(str(preview.get("impact", "")), style="yellow"), "")
+    flags = [
+        flag
+        for flag, on in (("irreversible", preview.get("irreversible")),
+                         ("external", preview.get("external")))
+        if on
+    ]  # fmt: skip
+    if flags:
+        table.add_row("side effect", Text(", ".join(flags), style="bold red"), "")
+    table.add_row("expires", str(request.get("expires_at", "")), "")
+    table.add_row("proposal", str(request.get("proposal_id", "")), "")
+    return table
+
+
+def error_panel(error: Mapping[str, Any], *, title: str = "refused") -> Panel:
+    """A structured error {code, message, retryable, ...} without any stack trace."""
+    lines = Text()
+    lines.append(str(error.get("code", "error")), style="bold red")
+    lines.append(f"  {error.get('message', '')}\n")
+    lines.append(f"retryable: {bool(error.get('retryable'))}", style="dim")
+    if error.get("advice"):
+        lines.append(f"\nadvice: {error['advice']}", style="italic")
+    details = error.get("details")
+    if isinstance(details, Mapping):
+        shown = {k: v for k, v in details.items() if k != "receipt"}
+        if shown:
+            lines.append(f"\ndetails: {_short(shown, 240)}", style="dim")
+    return Panel(lines, title=title, title_align="left", border_style="red", expand=False)
+
+
+def receipt_panel(receipt: Mapping[str, Any], *, title: str = "receipt") -> Panel:
+    """A receipt: what ran, under which request key, with the downstream's reference."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold green", no_wrap=True)
+    table.add_column()
+    table.add_row("status", str(receipt.get("status", "")))
+    for key in _RECEIPT_KEYS:
+        if receipt.get(key) is not None:
+            table.add_row(key, str(receipt[key]))
+    table.add_row("args_digest", str(receipt.get("args_digest", "")))
+    result = receipt.get("result") or {}
+    if isinstance(result, Mapping):
+        for key in ("refund_id", "ticket_id", "amount_minor", "currency"):
+            if key in result:
+                table.add_row(key, str(result[key]))
+    return Panel(table, title=title, title_align="left", border_style="green", expand=False)
+
+
+def tool_content(message: ToolMessage) -> dict[str, Any]:
+    """A ToolMessage's JSON body (writegate always sends JSON objects)."""
+    try:
+        body = json.loads(str(message.content))
+    except json.JSONDecodeError:
+        return {"status": "ok", "text": str(message.content)}
+    return body if isinstance(body, dict) else {"status": "ok", "value": body}
+
+
+def is_receipt(body: Mapping[str, Any]) -> bool:
+    return "execution_id" in body and "request_key" in body and "status" in body
+
+
+def message_renderable(message: BaseMessage) -> RenderableType | None:
+    """One conversation message, or None for what a person need not see."""
+    if isinstance(message, HumanMessage):
+        return Text.assemble(("you: ", "bold cyan"), str(message.text))
+    if isinstance(message, AIMessage):
+        parts: list[RenderableType] = []
+        if message.text:
+            parts.append(Text.assemble(("assistant: ", "bold magenta"), str(message.text)))
+        for call in message.tool_calls:
+            args = ", ".join(f"{k}={v!r}" for k, v in call["args"].items())
+            parts.append(Text(f"  model calls {call['name']}({args})", style="dim"))
+        return Group(*parts) if parts else None
+    if isinstance(message, ToolMessage):
+        body = tool_content(message)
+        if is_receipt(body):
+            return receipt_panel(body, title=f"receipt: {message.name}")
+        if "code" in body and "status" not in body:
+            return error_panel(body, title=f"{message.name}: not done")
+        return Text(f"  {message.name} → {_short(body, 110)}", style="dim")
+    return None
+
+
+def render_messages(messages: Iterable[BaseMessage]) -> list[RenderableType]:
+    return [r for r in (message_renderable(m) for m in messages) if r is not None]
+
+
+def print_messages(console: Console, messages: Iterable[BaseMessage]) -> None:
+    """One message per line (console.print(*many) would run short ones together)."""
+    for renderable in render_messages(messages):
+        console.print(renderable)
+
+
+def audit_table(rows: Iterable[Mapping[str, Any]], *, title: str) -> Table:
+    """Audit rows, oldest first: one per tool call and ledger transition."""
+    ordered = sorted(rows, key=lambda r: int(r.get("audit_id") or 0))
+    columns = ["audit_id", "user_id", "tenant_id", "tool_name", "event", "status", "error_code"]
+    if len({r.get("tenant_id") for r in ordered}) < 2:
+        columns.remove("tenant_id")  # one tenant: say it in the title, keep the table narrow
+        title += f" (tenant {ordered[0].get('tenant_id')})" if ordered else ""
+    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    for column in columns:
+        label = _AUDIT_LABELS.get(column, column.removesuffix("_id"))
+        if column in ("status", "error_code"):
+            table.add_column(label, overflow="fold", min_width=12)
+        else:
+            table.add_column(label, no_wrap=True)
+    for row in ordered:
+        table.add_row(*(Text(str(row.get(c) or ""), style="red" if c == "error_code" else "")
+                        for c in columns))  # fmt: skip
+    return table

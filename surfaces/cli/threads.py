@@ -1,0 +1,126 @@
+"""`writegate threads`: the conversations in the database and what waits on each.
+
+Threads come from LangGraph's `checkpoints` table (the run config's user and tenant
+are in each checkpoint's metadata); pending approvals come from writegate's ledger,
+so a proposal made outside a chat (HTTP, MCP) is listed too, under its own thread.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from writegate.checkpoints.database import describe_database
+from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.pool import open_pool
+from writegate.surfaces.cli.common import console, database_url, err_console
+from writegate.surfaces.cli.render import reported_errors
+
+# Top-level checkpoints only (checkpoint_ns = ''): subgraph checkpoints are not threads.
+LIST_THREADS_SQL = """
+SELECT thread_id,
+       max(metadata->>'user_id') AS user_id,
+       max(metadata->>'tenant_id') AS tenant_id,
+       count(*) AS checkpoints,
+       max(checkpoint->>'ts') AS updated_at
+FROM checkpoints
+WHERE checkpoint_ns = ''
+  AND (%(user_id)s::text IS NULL OR metadata->>'user_id' = %(user_id)s)
+  AND (%(tenant_id)s::text IS NULL OR metadata->>'tenant_id' = %(tenant_id)s)
+GROUP BY thread_id
+ORDER BY max(checkpoint->>'ts') DESC
+LIMIT %(limit)s
+"""
+# Awaiting a decision, or confirmed and not yet executed.
+PENDING_PROPOSALS_SQL = """
+SELECT proposal_id, thread_id, subject, tenant_id, operation, status, preview,
+       expires_at, expires_at <= now() AS expired, created_at
+FROM wg_proposals
+WHERE status IN ('awaiting_confirmation', 'confirmed')
+  AND (%(user_id)s::text IS NULL OR subject = %(user_id)s)
+  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
+ORDER BY created_at
+LIMIT %(limit)s
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("threads")(threads)
+
+
+def threads(
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's threads.")] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Only this tenant's threads.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+) -> None:
+    """List threads and the approvals pending on each."""
+    url = database_url()
+    params = {"user_id": user, "tenant_id": tenant, "limit": limit}
+    with reported_errors(err_console):
+        setup_database(url)  # a fresh database has no tables yet; this is idempotent
+        pool = open_pool(url, max_size=1)
+    try:
+        with pool.connection() as conn:
+            listed = conn.execute(LIST_THREADS_SQL, params).fetchall()
+            pending = conn.execute(PENDING_PROPOSALS_SQL, params).fetchall()
+    finally:
+        pool.close()
+    rows = _thread_rows(listed, pending)
+    console.print(_threads_table(rows, pending, describe_database(url)))
+    if pending:
+        console.print(_pending_table(pending))
+    waiting = sum(1 for p in pending if not p["expired"])
+    console.print(f"{len(rows)} thread(s), {waiting} pending approval(s)")
+
+
+def _thread_rows(listed: list[Any], pending: list[Any]) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {r["thread_id"]: dict(r) for r in listed}
+    for proposal in pending:  # a thread known only to the ledger still shows its approvals
+        rows.setdefault(
+            proposal["thread_id"],
+            {"thread_id": proposal["thread_id"], "user_id": proposal["subject"],
+             "tenant_id": proposal["tenant_id"], "checkpoints": 0, "updated_at": None},
+        )  # fmt: skip
+    return rows
+
+
+def _threads_table(rows: dict[str, dict[str, Any]], pending: list[Any], where: str) -> Table:
+    waiting: dict[str, int] = defaultdict(int)
+    for proposal in pending:
+        waiting[proposal["thread_id"]] += 0 if proposal["expired"] else 1
+    table = Table(title=f"threads on {where}", title_justify="left", header_style="bold")
+    for column in ("thread", "user", "tenant", "last activity", "pending"):
+        table.add_column(column, no_wrap=True)
+    for thread_id, row in rows.items():
+        count = waiting.get(thread_id, 0)
+        table.add_row(
+            thread_id,
+            str(row["user_id"] or ""),
+            str(row["tenant_id"] or ""),
+            str(row["updated_at"] or "")[:19].replace("T", " "),
+            Text(str(count), style="bold yellow") if count else Text("0", style="dim"),
+        )
+    return table
+
+
+def _pending_table(pending: list[Any]) -> Table:
+    table = Table(title="pending approvals", title_justify="left", header_style="bold")
+    for column in ("thread", "proposal", "what", "status", "expires"):
+        table.add_column(column, no_wrap=column in ("thread", "proposal"), overflow="fold")
+    for proposal in pending:
+        preview = proposal["preview"] or {}
+        status = "expired (not yet swept)" if proposal["expired"] else proposal["status"]
+        table.add_row(
+            proposal["thread_id"],
+            proposal["proposal_id"],
+            Text(str(preview.get("title") or proposal["operation"])),
+            Text(status, style="dim" if proposal["expired"] else "yellow"),
+            proposal["expires_at"].strftime("%Y-%m-%d %H:%M:%S %Z"),
+        )
+    return table

@@ -1,0 +1,1 @@
+"""writegate as an MCP server: its tools, identity and confirm flow."""

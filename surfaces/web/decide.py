@@ -1,0 +1,195 @@
+"""Decide an approval over HTTP: one click, at most one resume, the same answer twice.
+
+The caller's identity comes from its key; a proposal that is not theirs is a 404.
+The click's idempotency key is claimed first, so a retried click gets the answer the
+first one got. Then the thread's advisory lock serializes the resume across requests
+and replicas: whoever holds it resumes the graph if the proposal's question is still
+open; whoever comes second finds the question gone and answers from the ledger, with
+the same receipt. Every answer, first or replayed, is read from the ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import Command
+
+from writegate.approval.canonical import CanonicalizationError, digest
+from writegate.approval.errors import (
+    AlreadyConsumed,
+    IdempotencyConflict,
+    InProgress,
+    ProposalExpired,
+    ProposalNotPending,
+    ProposalSuperseded,
+    ValidationFailed,
+    WritegateError,
+    error_for_code,
+)
+from writegate.approval.models import Identity, ProposalStatus
+from writegate.approval.outcomes import execution_outcome, proposal_error
+from writegate.approval.service import OPEN_FOR_DECISION
+from writegate.checkpoints.http_store import HttpStore
+from writegate.surfaces.web.errors import NotResumable, Refused, error_body, status_for
+from writegate.surfaces.web.inputs import EditIn
+from writegate.surfaces.web.runner import Runner
+from writegate.surfaces.web.schemas import ApprovalView, DecisionResult, MessageView
+from writegate.surfaces.web.views import approval_view, proposal_row, receipt_view
+from writegate.graph.runtime import Runtime
+
+_SAME_END = {(ProposalStatus.DECLINED, "decline"), (ProposalStatus.CANCELLED, "cancel")}
+
+
+class Decisions:
+    def __init__(self, runtime: Runtime, runner: Runner, store: HttpStore, lock_wait_s: float):
+        self.rt = runtime
+        self.runner = runner
+        self.store = store
+        self.lock_wait_s = lock_wait_s
+
+    def decide(
+        self, identity: Identity, proposal_id: str, decision: Any, key: str, rid: str
+    ) -> tuple[int, dict[str, Any]]:
+        """The HTTP status and body for one click."""
+        proposal = self.rt.service.get_proposal(identity, proposal_id)  # 404 if not theirs
+        value = {**decision.model_dump(exclude_none=True), "proposal_id": proposal_id}
+        edited: str | None = None
+        try:
+            request_digest = digest(value)
+            if isinstance(decision, EditIn):
+                spec = self.rt.registry.get(proposal.operation)
+                edited = digest(spec.normalize(decision.args))
+        except CanonicalizationError as exc:
+            raise ValidationFailed(str(exc)) from exc
+        click = self.store.claim_click(identity, key, proposal_id, request_digest)
+        if click is not None:
+            if (click.proposal_id, click.request_digest) != (proposal_id, request_digest):
+                raise IdempotencyConflict(
+                    "this Idempotency-Key was used for a different decision",
+                    proposal_id=proposal_id,
+                )
+            if click.status_code is not None and click.response is not None:
+                return click.status_code, _replayed(click.status_code, click.response, rid)
+        try:
+            result = self._decide_locked(identity, proposal.thread_id, value, edited)
+            status, body = 200, result.model_dump(mode="json")
+        except Refused as exc:
+            status, body = status_for(exc.error.code), error_body(exc.error, rid, exc.state)
+        except WritegateError as exc:
+            status, body = status_for(exc.code), error_body(exc, rid)
+        if not body.get("retryable", False) and status < 500:
+            self.store.finish_click(identity, key, status, body)  # a final answer: keep it
+        return status, body
+
+    def _decide_locked(
+        self, identity: Identity, thread_id: str, value: dict[str, Any], edited: str | None
+    ) -> DecisionResult:
+        pid = value["proposal_id"]
+        config = self.runner.config(identity, thread_id)
+        messages: list[MessageView] = []
+        with self.store.thread_lock(thread_id, wait_s=self.lock_wait_s):
+            if self.runner.stalled(config):  # a replica died mid-run: finish its steps
+                messages += _messages(self.runner.events(None, identity, config))
+            question = self.runner.questions(config).get(pid)
+            if question is not None:
+                resume: Command[Any] = Command(resume={question[0]: value})
+                messages += _messages(self.runner.events(resume, identity, config))
+                asked_again = self.runner.questions(config).get(pid)
+                if asked_again is not None and asked_again[1].get("error"):
+                    self._refuse_answer(identity, asked_again[1])
+            return self._answer(identity, value, edited, messages, replayed=question is None)
+
+    def _refuse_answer(self, identity: Identity, question: dict[str, Any]) -> None:
+        """The graph refused the answer and asks again: say why, with the question."""
+        error = question["error"]
+        exc = error_for_code(error.get("code", "invalid_decision"), error.get("message"))
+        raise Refused(exc, self.runner.question_view(identity, question))
+
+    def _answer(
+        self,
+        identity: Identity,
+        value: dict[str, Any],
+        edited: str | None,
+        messages: list[MessageView],
+        *,
+        replayed: bool,
+    ) -> DecisionResult:
+        """What the ledger says now about this proposal, for this action."""
+        pid, action = value["proposal_id"], value["action"]
+        proposal = self.rt.service.get_proposal(identity, pid)
+        with self.rt.store.transaction() as tx:
+            execution = tx.get_execution(proposal_id=pid)
+        now = self.store.now()
+        question = self.runner.questions(self.runner.config(identity, proposal.thread_id)).get(pid)
+        view = approval_view(
+            proposal_row(proposal),
+            now,
+            question=question[1] if question else None,
+            execution_id=execution.execution_id if execution else None,
+        )
+
+        def result(outcome: str, **extra: Any) -> DecisionResult:
+            pending = [
+                a for a in self.runner.thread_approvals(identity, proposal.thread_id) if a.pending
+            ]
+            return DecisionResult(
+                proposal_id=pid,
+                action=action,
+                outcome=outcome,  # type: ignore[arg-type]
+                replayed=replayed,
+                approval=view,
+                messages=messages,
+                pending=pending,
+                **extra,
+            )
+
+        status = proposal.status
+        if status in (ProposalStatus.CONFIRMED, ProposalStatus.EXECUTED):
+            if execution is None:
+                raise Refused(
+                    InProgress("confirmed; the execution has not started", proposal_id=pid), view
+                )
+            try:
+                receipt = execution_outcome(execution)
+            except WritegateError as exc:
+                raise Refused(exc, view) from exc
+            if action != "confirm":
+                raise Refused(
+                    AlreadyConsumed(proposal_id=pid, execution_id=execution.execution_id), view
+                )
+            return result("executed", receipt=receipt_view(receipt))
+        if status in OPEN_FOR_DECISION:
+            if now >= proposal.expires_at:
+                raise Refused(ProposalExpired(proposal_id=pid), view)
+            if status is ProposalStatus.AWAITING_SECOND and action == "confirm":
+                return result("awaiting_second_approval")  # an approver is next
+            if action == "edit" and self.rt.service.edit_changes_nothing(proposal, value["args"]):
+                return result("unchanged")  # the same question, still open
+            raise Refused(NotResumable(proposal_id=pid), view)
+        if status is ProposalStatus.SUPERSEDED and action == "edit" and proposal.superseded_by:
+            successor = self.rt.service.get_proposal(identity, proposal.superseded_by)
+            if successor.args_digest != edited:
+                raise Refused(ProposalSuperseded(proposal_id=pid), view)
+            return result("edited", next_approval=self._view(identity, successor))
+        if (status, action) in _SAME_END:
+            return result(status.value)
+        ended = proposal_error(status, pid)
+        raise Refused(ended or ProposalNotPending(proposal_id=pid, state=status.value), view)
+
+    def _view(self, identity: Identity, proposal: Any) -> ApprovalView:
+        config = self.runner.config(identity, proposal.thread_id)
+        question = self.runner.questions(config).get(proposal.proposal_id)
+        return approval_view(
+            proposal_row(proposal), self.store.now(), question=question[1] if question else None
+        )
+
+
+def _messages(events: Any) -> list[MessageView]:
+    return [payload for kind, payload in events if kind == "message"]
+
+
+def _replayed(status: int, body: dict[str, Any], rid: str) -> dict[str, Any]:
+    """A stored answer, told apart from a fresh one."""
+    if status == 200:
+        return {**body, "replayed": True}
+    return {**body, "request_id": rid, "details": {**(body.get("details") or {}), "replayed": True}}

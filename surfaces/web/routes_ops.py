@@ -1,0 +1,94 @@
+"""Who am I, receipts, audit rows, metrics and health."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query
+from fastapi.responses import PlainTextResponse
+
+from writegate.approval.errors import NotFound, Unavailable
+from writegate.approval.outcomes import receipt_of
+from writegate.surfaces.web.auth import CurrentIdentity, CurrentPrincipal
+from writegate.surfaces.web.errors import responses
+from writegate.surfaces.web.inputs import ID_PATTERN, AuditQuery
+from writegate.surfaces.web.schemas import AuditList, AuditRow, Health, Me, Receipt
+from writegate.surfaces.web.services import Services, services
+from writegate.surfaces.web.views import receipt_view
+
+router = APIRouter()
+Svc = Annotated[Services, Depends(services)]
+AUDITOR_ROLE = "auditor"
+_AUDIT_FIELDS = set(AuditRow.model_fields)
+
+
+@router.get("/v1/me", response_model=Me, responses=responses(401), tags=["account"])
+def me(who: CurrentPrincipal) -> Me:
+    """The identity the API key maps to: the only identity the agent acts as."""
+    ident = who.identity
+    return Me(
+        user_id=ident.user_id,
+        tenant_id=ident.tenant_id,
+        roles=sorted(ident.roles),
+        key_id=who.key_id,
+    )
+
+
+@router.get(
+    "/v1/executions/{execution_id}",
+    response_model=Receipt,
+    responses=responses(401, 404, 409, 422),
+    tags=["approvals"],
+)
+def read_receipt(
+    execution_id: Annotated[str, Path(pattern=ID_PATTERN)], identity: CurrentIdentity, svc: Svc
+) -> Receipt:
+    """An execution's receipt. The execution is looked up as the caller: another
+    user's is a 404. An execution still running or unresolved is a 409 saying so."""
+    with svc.runtime.store.transaction() as tx:
+        execution = tx.get_execution(execution_id=execution_id)
+    if (
+        execution is None
+        or execution.tenant_id != identity.tenant_id
+        or execution.subject != identity.user_id
+    ):
+        raise NotFound("no such execution for this user", execution_id=execution_id)
+    return receipt_view(receipt_of(execution))
+
+
+@router.get("/v1/audit", response_model=AuditList, responses=responses(401, 422), tags=["audit"])
+def audit(identity: CurrentIdentity, svc: Svc, query: Annotated[AuditQuery, Query()]) -> AuditList:
+    """Audit rows of the caller's tenant: every tool call, decision and execution.
+    Callers with the `auditor` role see the whole tenant; others see their own rows."""
+    rows = svc.runtime.store.audit_rows(
+        identity.tenant_id,
+        thread_id=query.thread_id,
+        proposal_id=query.proposal_id,
+        limit=query.limit,
+    )
+    everyone = AUDITOR_ROLE in identity.roles
+    return AuditList(
+        rows=[
+            AuditRow(**{k: v for k, v in row.items() if k in _AUDIT_FIELDS})
+            for row in rows
+            if everyone or row["user_id"] == identity.user_id
+        ]
+    )
+
+
+@router.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
+def metrics(svc: Svc) -> PlainTextResponse:
+    """Prometheus text exposition."""
+    return PlainTextResponse(
+        svc.metrics.render(svc.runtime.pool), media_type="text/plain; version=0.0.4"
+    )
+
+
+@router.get("/healthz", response_model=Health, responses=responses(503), tags=["ops"])
+def healthz(svc: Svc) -> Health:
+    """Up, and the database answers."""
+    try:
+        svc.store.now()
+    except Exception as exc:
+        raise Unavailable("the database does not answer") from exc
+    return Health(status="ok", database="ok")

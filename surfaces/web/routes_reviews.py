@@ -1,0 +1,55 @@
+"""Second approvals: what waits for an approver of my tenant, and the approver's answer.
+
+A high tier asks a second person to approve a proposal its requester confirmed. Only
+keys with the `approver` role review, never their own requests (403 `self_approval`).
+An approval releases the execution to the requester, whose next confirm runs it; the
+graph is not resumed here, because the question belongs to the requester's thread.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Path
+
+from writegate.surfaces.web.auth import CurrentIdentity
+from writegate.surfaces.web.errors import responses
+from writegate.surfaces.web.inputs import ID_PATTERN, ReviewIn
+from writegate.surfaces.web.schemas import ApprovalList, ReviewResult
+from writegate.surfaces.web.services import Services, services
+from writegate.surfaces.web.views import approval_view, proposal_row
+
+router = APIRouter(prefix="/v1/reviews", tags=["reviews"])
+Svc = Annotated[Services, Depends(services)]
+
+
+@router.get("", response_model=ApprovalList, responses=responses(401, 403))
+def list_reviews(identity: CurrentIdentity, svc: Svc) -> ApprovalList:
+    """Other users' proposals in the caller's tenant that wait for a second approver."""
+    waiting = svc.runtime.service.awaiting_second_approval(identity)
+    now = svc.store.now()
+    return ApprovalList(approvals=[approval_view(proposal_row(p), now) for p in waiting], now=now)
+
+
+@router.post(
+    "/{proposal_id}",
+    response_model=ReviewResult,
+    responses=responses(401, 403, 404, 409, 410, 422),
+)
+def review(
+    proposal_id: Annotated[str, Path(pattern=ID_PATTERN)],
+    answer: Annotated[ReviewIn, Body()],
+    identity: CurrentIdentity,
+    svc: Svc,
+) -> ReviewResult:
+    """Approve or decline, as the second approver. Answering the same way twice is safe."""
+    service = svc.runtime.service
+    if answer.action == "approve":
+        proposal = service.approve_as_second(identity, proposal_id)
+    else:
+        proposal = service.decline_as_second(identity, proposal_id)
+    return ReviewResult(
+        proposal_id=proposal_id,
+        outcome="approved" if answer.action == "approve" else "declined",
+        approval=approval_view(proposal_row(proposal), svc.store.now()),
+    )

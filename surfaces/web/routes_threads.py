@@ -1,0 +1,112 @@
+"""Threads: open one, list them, read one, and talk to the agent in it (SSE).
+
+A thread belongs to the user who opened it; another user's thread is a 404.
+Posting a message streams the agent's turn as Server-Sent Events until the turn ends
+or stops at an approval; the last event is `end` with the pending approvals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
+
+from writegate.approval.errors import NotFound
+from writegate.approval.models import Identity
+from writegate.surfaces.web.auth import CurrentIdentity
+from writegate.surfaces.web.errors import json_responses, request_id, responses
+from writegate.surfaces.web.events import STREAM_RESPONSE
+from writegate.surfaces.web.inputs import ID_PATTERN, MessageIn, ThreadQuery
+from writegate.surfaces.web.schemas import ThreadList, ThreadSummary, ThreadView
+from writegate.surfaces.web.services import Services, services
+from writegate.surfaces.web.sse import EventStreamResponse, relay
+
+router = APIRouter(prefix="/v1/threads", tags=["threads"])
+ThreadId = Annotated[
+    str, Path(pattern=ID_PATTERN, description="A thread id from POST /v1/threads.")
+]
+Svc = Annotated[Services, Depends(services)]
+
+
+def _require_thread(svc: Services, identity: Identity, thread_id: str) -> dict[str, Any]:
+    row = svc.store.get_thread(identity, thread_id)
+    if row is None:
+        raise NotFound("no such thread for this user", thread_id=thread_id)
+    return row
+
+
+@router.post("", status_code=201, response_model=ThreadSummary, responses=responses(401))
+def create_thread(identity: CurrentIdentity, svc: Svc) -> ThreadSummary:
+    """Open a new conversation owned by the caller."""
+    row = svc.store.create_thread(identity)
+    return ThreadSummary(thread_id=row["thread_id"], created_at=row["created_at"])
+
+
+@router.get("", response_model=ThreadList, responses=responses(401, 422))
+def list_threads(
+    identity: CurrentIdentity, svc: Svc, query: Annotated[ThreadQuery, Query()]
+) -> ThreadList:
+    """The caller's threads, newest first."""
+    rows = svc.store.list_threads(identity, query.limit)
+    return ThreadList(
+        threads=[ThreadSummary(thread_id=r["thread_id"], created_at=r["created_at"]) for r in rows]
+    )
+
+
+@router.get("/{thread_id}", response_model=ThreadView, responses=responses(401, 404, 422))
+def read_thread(thread_id: ThreadId, identity: CurrentIdentity, svc: Svc) -> ThreadView:
+    """Messages, every approval of the thread (history), and the pending ones."""
+    row = _require_thread(svc, identity, thread_id)
+    approvals = svc.runner.thread_approvals(identity, thread_id)
+    return ThreadView(
+        thread_id=thread_id,
+        created_at=row["created_at"],
+        messages=svc.runner.messages(svc.runner.config(identity, thread_id)),
+        approvals=approvals,
+        pending=[a for a in approvals if a.pending],
+        now=svc.store.now(),
+    )
+
+
+@router.post(
+    "/{thread_id}/messages",
+    response_class=EventStreamResponse,
+    responses={**STREAM_RESPONSE, **json_responses(401, 404, 409, 422)},
+)
+async def post_message(
+    thread_id: ThreadId, message: MessageIn, identity: CurrentIdentity, svc: Svc, request: Request
+) -> EventStreamResponse:
+    """Send a message; the agent's turn streams back until it ends or asks for approval.
+
+    409 `approval_pending` while an approval of this thread waits for a decision
+    (expired ones are closed first), 409 `in_progress` while another run holds it.
+    """
+    await run_in_threadpool(_require_thread, svc, identity, thread_id)
+    rid = request_id(request)
+    config = svc.runner.config(identity, thread_id)
+    lock = await run_in_threadpool(
+        svc.store.lock_thread, thread_id, wait_s=svc.settings.message_lock_wait_s
+    )
+    try:
+        prep = await run_in_threadpool(svc.runner.prepare, identity, config)
+    except BaseException:
+        lock.release()
+        raise
+
+    def produce() -> Iterator[tuple[str, Any]]:
+        if prep.resume:
+            yield from svc.runner.events(Command(resume=prep.resume), identity, config)
+        elif prep.recover:
+            yield from svc.runner.events(None, identity, config)
+        yield from svc.runner.events(
+            {"messages": [HumanMessage(message.content)]}, identity, config
+        )
+        pending = [a for a in svc.runner.thread_approvals(identity, thread_id) if a.pending]
+        status = "awaiting_approval" if pending else "done"
+        yield "end", {"status": status, "pending": [a.model_dump(mode="json") for a in pending]}
+
+    return EventStreamResponse(relay(produce, lock.release, rid))

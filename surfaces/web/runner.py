@@ -1,0 +1,134 @@
+"""Run the writegate graph for the HTTP service.
+
+The run config comes from the API key (user, tenant, roles) and the thread, never
+from a request body. A run yields events: `token` (a model's text as it streams),
+`message` (each complete message), `approval` (an interrupt asking for a decision),
+and the caller adds `end`. Questions are read back from the checkpoint: an open
+interrupt whose value names a proposal is that proposal's question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.runnables import RunnableConfig
+
+from writegate.approval.models import Identity
+from writegate.checkpoints.http_store import HttpStore
+from writegate.surfaces.web.errors import ApprovalPending
+from writegate.surfaces.web.schemas import ApprovalView, MessageView
+from writegate.surfaces.web.views import approval_view, message_view, proposal_row
+from writegate.graph.runtime import Runtime
+
+RunEvent = tuple[str, Any]
+
+
+@dataclass
+class Preparation:
+    """What must run on a thread before new input: a crashed run, expired questions."""
+
+    resume: dict[str, Any] = field(default_factory=dict)
+    recover: bool = False
+
+
+def _expires(value: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(str(value["expires_at"]))
+
+
+class Runner:
+    def __init__(self, runtime: Runtime, graph: Any, store: HttpStore) -> None:
+        self.rt = runtime
+        self.graph = graph
+        self.store = store
+
+    @staticmethod
+    def config(identity: Identity, thread_id: str) -> RunnableConfig:
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "user_id": identity.user_id,
+                "tenant_id": identity.tenant_id,
+                "roles": sorted(identity.roles),
+            }
+        }
+
+    def questions(self, config: RunnableConfig) -> dict[str, tuple[str, dict[str, Any]]]:
+        """proposal id -> (interrupt id, interrupt value) for the thread's open questions."""
+        state = self.graph.get_state(config)
+        found: dict[str, tuple[str, dict[str, Any]]] = {}
+        for intr in state.interrupts:
+            value = intr.value
+            if isinstance(value, dict) and isinstance(value.get("proposal_id"), str):
+                found[value["proposal_id"]] = (intr.id, value)
+        return found
+
+    def stalled(self, config: RunnableConfig) -> bool:
+        """A run that stopped between steps (its process died) with no question open."""
+        state = self.graph.get_state(config)
+        return bool(state.next) and not state.interrupts
+
+    def prepare(self, identity: Identity, config: RunnableConfig) -> Preparation:
+        """Refuse new input while a live question waits; close the expired ones first.
+
+        An expired question is answered `cancel`: the service sees the expiry (on the
+        database clock) and records `expired`, whatever the answer, so nothing runs.
+        """
+        questions = self.questions(config)
+        if questions:
+            now = self.store.now()
+            live = sorted(pid for pid, (_, v) in questions.items() if now < _expires(v))
+            if live:
+                raise ApprovalPending(proposal_ids=live)
+            return Preparation(
+                resume={
+                    iid: {"action": "cancel", "proposal_id": pid}
+                    for pid, (iid, _) in questions.items()
+                }
+            )
+        return Preparation(recover=self.stalled(config))
+
+    def events(self, value: Any, identity: Identity, config: RunnableConfig) -> Iterator[RunEvent]:
+        """Stream one graph run as events, until it ends or stops at a question."""
+        stream = self.graph.stream(value, config, stream_mode=["messages", "updates"])
+        for mode, chunk in stream:
+            if mode == "messages":
+                message, _meta = chunk
+                if isinstance(message, AIMessageChunk) and message.text:
+                    yield "token", {"message_id": message.id, "delta": message.text}
+                continue
+            for node, update in chunk.items():
+                if node == "__interrupt__":
+                    for intr in update:
+                        yield "approval", self.question_view(identity, intr.value)
+                elif isinstance(update, dict):
+                    for message in update.get("messages") or []:
+                        if isinstance(message, BaseMessage):
+                            yield "message", message_view(message)
+
+    def question_view(self, identity: Identity, value: dict[str, Any]) -> ApprovalView:
+        proposal = self.rt.service.get_proposal(identity, value["proposal_id"])
+        return approval_view(proposal_row(proposal), self.store.now(), question=value)
+
+    def thread_approvals(self, identity: Identity, thread_id: str) -> list[ApprovalView]:
+        """Every proposal of the thread, oldest first, marked pending where a question is open."""
+        rows = self.store.thread_proposals(identity, thread_id)
+        questions = self.questions(self.config(identity, thread_id)) if rows else {}
+        executions = self.store.execution_ids([row["proposal_id"] for row in rows])
+        now = self.store.now()
+        return [
+            approval_view(
+                row,
+                now,
+                question=questions.get(row["proposal_id"], ("", None))[1],
+                execution_id=executions.get(row["proposal_id"]),
+            )
+            for row in rows
+        ]
+
+    def messages(self, config: RunnableConfig) -> list[MessageView]:
+        state = self.graph.get_state(config)
+        return [message_view(m) for m in state.values.get("messages", [])]

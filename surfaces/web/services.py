@@ -1,0 +1,83 @@
+"""Settings from the environment, and the objects one app instance shares.
+
+One `Runtime` per process (one pool), one compiled graph on the Postgres
+checkpointer; everything else is stateless, so replicas share only PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+from fastapi import Request
+
+from writegate.approval.policy import load_policy
+from writegate.approval.service import Policy
+from writegate.checkpoints.http_store import HttpStore
+from writegate.graph.build import build_graph
+from writegate.surfaces.web.decide import Decisions
+from writegate.surfaces.web.metrics import HttpMetrics
+from writegate.surfaces.web.runner import Runner
+from writegate.graph.runtime import Runtime
+
+TTL_ENV = "WRITEGATE_PROPOSAL_TTL_SECONDS"
+
+
+class SettingsError(ValueError):
+    """A setting from the environment is not usable."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None = None
+    proposal_ttl_s: float | None = None  # None: the protocol's default (15 minutes)
+    decision_lock_wait_s: float = 15.0  # a second click waits this long for the first
+    message_lock_wait_s: float = 2.0  # a message waits this long for a busy thread
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        raw = (env.get(TTL_ENV) or "").strip()
+        ttl: float | None = None
+        if raw:
+            try:
+                ttl = float(raw)
+            except ValueError as exc:
+                raise SettingsError(f"{TTL_ENV} must be a number of seconds") from exc
+            if not 0 < ttl <= 7 * 24 * 3600:
+                raise SettingsError(f"{TTL_ENV} must be between 0 and one week")
+        return cls(database_url=env.get("DATABASE_URL") or None, proposal_ttl_s=ttl)
+
+    def policy(self) -> Policy:
+        """The same versioned policy file as every other entry point, so tokens agree."""
+        base = load_policy()
+        if self.proposal_ttl_s is None:
+            return base
+        return replace(base, proposal_ttl=timedelta(seconds=self.proposal_ttl_s))
+
+
+@dataclass
+class Services:
+    runtime: Runtime
+    graph: Any
+    store: HttpStore
+    runner: Runner
+    decisions: Decisions
+    settings: Settings
+    metrics: HttpMetrics
+
+    @classmethod
+    def build(cls, runtime: Runtime, settings: Settings, model: Any = None) -> Services:
+        graph = build_graph(runtime, model=model, checkpointer=runtime.checkpointer)
+        store = HttpStore(runtime.pool, runtime.url)
+        runner = Runner(runtime, graph, store)
+        decisions = Decisions(runtime, runner, store, settings.decision_lock_wait_s)
+        return cls(runtime, graph, store, runner, decisions, settings, HttpMetrics())
+
+
+def services(request: Request) -> Services:
+    wg: Services = request.app.state.wg
+    return wg

@@ -1,1 +1,0 @@
-"""Helper processes and shared machinery of the fault-injection suite."""
