@@ -401,6 +401,11 @@ class ApprovalService:
         )
         return expires_at
 
+    def edit_changes_nothing(self, proposal: Proposal, raw_args: dict[str, Any]) -> bool:
+        """Whether an edit's arguments, normalized, are the proposal's own. Such an edit
+        keeps the question as it is: no new proposal, nothing decided."""
+        return digest(self.spec_for(proposal.operation).normalize(raw_args)) == proposal.args_digest
+
     def _edit(
         self,
         tx: LedgerTx,

@@ -15,6 +15,7 @@ the request is told at once to retry (`unavailable`, 503) instead of queueing.
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,10 +61,24 @@ class HttpStore:
         self.pool = pool
         self.url = url
         self.lock_checkout_s = lock_checkout_s
-        self.lock_pool = open_pool(url, min_size=1, max_size=lock_connections)
+        self.lock_connections = lock_connections
+        self._lock_pool: Pool | None = None
+        self._guard = threading.Lock()
+
+    @property
+    def lock_pool(self) -> Pool:
+        """The thread locks' own sessions, opened on first use (and again after close():
+        an app whose lifespan ends and starts again, as a test client's does, goes on)."""
+        with self._guard:
+            if self._lock_pool is None:
+                self._lock_pool = open_pool(self.url, min_size=1, max_size=self.lock_connections)
+            return self._lock_pool
 
     def close(self) -> None:
-        self.lock_pool.close()
+        with self._guard:
+            pool, self._lock_pool = self._lock_pool, None
+        if pool is not None:
+            pool.close()
 
     def _all(self, query: str, params: Any) -> list[dict[str, Any]]:
         with self.pool.connection() as conn:

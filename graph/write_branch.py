@@ -26,7 +26,6 @@ from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
-from writegate.approval.canonical import digest
 from writegate.approval.decisions import Cancel, Edit, parse_decision
 from writegate.approval.errors import (
     Cancelled,
@@ -163,11 +162,12 @@ class WriteBranch:
         """Decide; a node re-run after an edit finds the edit already made and reuses it."""
         if isinstance(decision, Edit) and proposal.status is ProposalStatus.SUPERSEDED:
             return self.rt.service.get_proposal(identity, proposal.superseded_by or "")
-        if isinstance(decision, Edit) and proposal.status in _EDITABLE:
-            # An edit that changes nothing keeps the question as it is.
-            spec = self.rt.registry.get(proposal.operation)
-            if digest(spec.normalize(decision.args)) == proposal.args_digest:
-                return proposal
+        if (
+            isinstance(decision, Edit)
+            and proposal.status in _EDITABLE
+            and self.rt.service.edit_changes_nothing(proposal, decision.args)
+        ):
+            return proposal
         return self.rt.service.decide(identity, decision)
 
     @staticmethod

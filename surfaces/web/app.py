@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -24,6 +24,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.web import errors
+from writegate.surfaces.web.events import add_event_schemas
+from writegate.surfaces.web.inputs import refuse_unknown_query
 from writegate.surfaces.web.routes_approvals import router as approvals_router
 from writegate.surfaces.web.routes_ops import router as ops_router
 from writegate.surfaces.web.routes_reviews import router as reviews_router
@@ -31,6 +33,27 @@ from writegate.surfaces.web.routes_threads import router as threads_router
 from writegate.surfaces.web.services import Services, Settings
 
 STATIC_DIR = Path(__file__).parent / "static"
+# The approval page loads only its own script, style and API: no inline script or
+# style, no framing (clickjacking a Confirm button), no plugins, no foreign forms.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "; ".join(
+        (
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            "connect-src 'self'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        )
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+# The API, as served under the paths its routers declare.
+API_ROUTERS = (threads_router, approvals_router, reviews_router, ops_router)
 
 DESCRIPTION = """\
 A chat agent whose write tools only *propose*: a person sees the exact preview and
@@ -48,7 +71,8 @@ def _repeated_query_keys(raw: bytes) -> list[str]:
 
 
 class RequestContext:
-    """Give each request an id (echoed as X-Request-ID) and count it by route template."""
+    """Give each request an id (echoed as X-Request-ID), mark every response nosniff,
+    and count it by route template."""
 
     def __init__(self, app: ASGIApp, holder: FastAPI) -> None:
         self.app = app
@@ -66,7 +90,9 @@ class RequestContext:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                MutableHeaders(scope=message).append("X-Request-ID", rid)
+                headers = MutableHeaders(scope=message)
+                headers.append("X-Request-ID", rid)
+                headers["X-Content-Type-Options"] = "nosniff"  # a file is what it says
             await send(message)
 
         try:
@@ -116,14 +142,28 @@ def create_app(
         app.state.wg = Services.build(runtime, settings, model)
     app.add_middleware(RequestContext, holder=app)
     errors.install(app)
-    app.include_router(threads_router)
-    app.include_router(approvals_router)
-    app.include_router(reviews_router)
-    app.include_router(ops_router)
+    # Every API route refuses a query parameter it does not declare (422).
+    for router in API_ROUTERS:
+        app.include_router(
+            router, dependencies=[Depends(refuse_unknown_query)], responses=errors.responses(422)
+        )
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    _document_events(app)
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html")
+        return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
 
     return app
+
+
+def _document_events(app: FastAPI) -> None:
+    """Generate the OpenAPI document once, with the stream's event schemas in it."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            add_event_schemas(generate())
+        return app.openapi_schema or {}
+
+    app.openapi = openapi  # type: ignore[method-assign]

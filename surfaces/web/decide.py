@@ -161,6 +161,8 @@ class Decisions:
                 raise Refused(ProposalExpired(proposal_id=pid), view)
             if status is ProposalStatus.AWAITING_SECOND and action == "confirm":
                 return result("awaiting_second_approval")  # an approver is next
+            if action == "edit" and self.rt.service.edit_changes_nothing(proposal, value["args"]):
+                return result("unchanged")  # the same question, still open
             raise Refused(NotResumable(proposal_id=pid), view)
         if status is ProposalStatus.SUPERSEDED and action == "edit" and proposal.superseded_by:
             successor = self.rt.service.get_proposal(identity, proposal.superseded_by)

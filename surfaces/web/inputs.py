@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from fastapi import Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from writegate.approval.canonical import check_input
@@ -101,3 +105,37 @@ class AuditQuery(_In):
     thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
     proposal_id: str | None = Field(default=None, pattern=ID_PATTERN)
     limit: int = Field(default=200, ge=1, le=500)
+
+
+class NoQuery(_In):
+    """The query of a route that takes no parameters: any parameter is refused."""
+
+
+def query_model(route: APIRoute) -> type[BaseModel]:
+    """The model that validates a route's query string. Every route that reads a query
+    declares it as one model; a route that declares none takes no parameters."""
+    return _declared_query(route.dependant) or NoQuery
+
+
+def _declared_query(dependant: Dependant) -> type[BaseModel] | None:
+    for param in dependant.query_params:
+        annotation = param.field_info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return annotation
+    return next(filter(None, map(_declared_query, dependant.dependencies)), None)
+
+
+def refuse_unknown_query(request: Request) -> None:
+    """A dependency for every API route: a query parameter the route does not declare is
+    refused (422), even on routes that read no query, so nothing sent is silently ignored."""
+    route = request.scope.get("route")
+    model = query_model(route) if isinstance(route, APIRoute) else NoQuery
+    known = {field.alias or name for name, field in model.model_fields.items()}
+    unknown = [name for name in request.query_params if name not in known]
+    if unknown:
+        raise RequestValidationError(
+            [
+                {"type": "extra_forbidden", "loc": ("query", name), "msg": "unknown parameter"}
+                for name in unknown
+            ]
+        )

@@ -19,6 +19,7 @@ from writegate.approval.errors import NotFound
 from writegate.approval.models import Identity
 from writegate.surfaces.web.auth import CurrentIdentity
 from writegate.surfaces.web.errors import json_responses, request_id, responses
+from writegate.surfaces.web.events import STREAM_RESPONSE
 from writegate.surfaces.web.inputs import ID_PATTERN, MessageIn, ThreadQuery
 from writegate.surfaces.web.schemas import ThreadList, ThreadSummary, ThreadView
 from writegate.surfaces.web.services import Services, services
@@ -29,13 +30,6 @@ ThreadId = Annotated[
     str, Path(pattern=ID_PATTERN, description="A thread id from POST /v1/threads.")
 ]
 Svc = Annotated[Services, Depends(services)]
-
-SSE_DOC = {
-    "description": "Server-Sent Events: `token` {message_id, delta}, `message` (MessageView), "
-    "`approval` (ApprovalView), then `end` {status: done | awaiting_approval, pending: "
-    "[ApprovalView]} or `error` (ErrorBody).",
-    "content": {"text/event-stream": {"schema": {"type": "string"}}},
-}
 
 
 def _require_thread(svc: Services, identity: Identity, thread_id: str) -> dict[str, Any]:
@@ -81,7 +75,7 @@ def read_thread(thread_id: ThreadId, identity: CurrentIdentity, svc: Svc) -> Thr
 @router.post(
     "/{thread_id}/messages",
     response_class=EventStreamResponse,
-    responses={200: SSE_DOC, **json_responses(401, 404, 409, 422)},
+    responses={**STREAM_RESPONSE, **json_responses(401, 404, 409, 422)},
 )
 async def post_message(
     thread_id: ThreadId, message: MessageIn, identity: CurrentIdentity, svc: Svc, request: Request

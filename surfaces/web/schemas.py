@@ -13,14 +13,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class _Out(BaseModel):
+class OutModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 # -- errors ---------------------------------------------------------------------------
 
 
-class ErrorBody(_Out):
+class ErrorBody(OutModel):
     """Every error: a stable code, a message for people, whether retrying can help."""
 
     code: str = Field(examples=["proposal_expired"])
@@ -36,20 +36,20 @@ class ErrorBody(_Out):
 # -- approvals ------------------------------------------------------------------------
 
 
-class PreviewField(_Out):
+class PreviewField(OutModel):
     name: str
     value: Any = Field(description="Machine value, exactly what executes.")
     display: str = Field(description="For eyes only; never feeds execution.")
 
 
-class RefusalInfo(_Out):
+class RefusalInfo(OutModel):
     code: str
     message: str
     retryable: bool
     details: dict[str, Any] | None = None
 
 
-class ConfirmationInfo(_Out):
+class ConfirmationInfo(OutModel):
     """How hard confirming is (the policy's tier for this proposal) and why."""
 
     tier: str
@@ -59,7 +59,7 @@ class ConfirmationInfo(_Out):
     retype_hint: str | None = None
 
 
-class ApprovalView(_Out):
+class ApprovalView(OutModel):
     """One proposal as a person sees it: the exact preview and where it stands."""
 
     proposal_id: str
@@ -94,18 +94,18 @@ class ApprovalView(_Out):
     )
 
 
-class ReviewResult(_Out):
+class ReviewResult(OutModel):
     proposal_id: str
     outcome: Literal["approved", "declined"]
     approval: ApprovalView
 
 
-class ApprovalList(_Out):
+class ApprovalList(OutModel):
     approvals: list[ApprovalView]
     now: datetime = Field(description="The server's clock, for countdowns.")
 
 
-class Receipt(_Out):
+class Receipt(OutModel):
     execution_id: str
     request_key: str
     operation: str
@@ -119,13 +119,13 @@ class Receipt(_Out):
 # -- threads and messages -------------------------------------------------------------
 
 
-class ToolCallView(_Out):
+class ToolCallView(OutModel):
     id: str | None
     name: str
     args: dict[str, Any]
 
 
-class MessageView(_Out):
+class MessageView(OutModel):
     id: str | None
     role: Literal["user", "assistant", "tool", "system"]
     content: str
@@ -135,16 +135,16 @@ class MessageView(_Out):
     status: str | None = None
 
 
-class ThreadSummary(_Out):
+class ThreadSummary(OutModel):
     thread_id: str
     created_at: datetime
 
 
-class ThreadList(_Out):
+class ThreadList(OutModel):
     threads: list[ThreadSummary]
 
 
-class ThreadView(_Out):
+class ThreadView(OutModel):
     thread_id: str
     created_at: datetime
     messages: list[MessageView]
@@ -156,10 +156,15 @@ class ThreadView(_Out):
 # -- decisions ------------------------------------------------------------------------
 
 
-class DecisionResult(_Out):
+class DecisionResult(OutModel):
     proposal_id: str
     action: str
-    outcome: Literal["executed", "declined", "cancelled", "edited", "awaiting_second_approval"]
+    outcome: Literal[
+        "executed", "declined", "cancelled", "edited", "unchanged", "awaiting_second_approval"
+    ] = Field(
+        description="`unchanged`: an edit whose arguments equal the current ones; the "
+        "approval still waits, as it was."
+    )
     replayed: bool = Field(
         description="True when the answer comes from the ledger or an earlier click, "
         "not from this request's own resume."
@@ -176,14 +181,14 @@ class DecisionResult(_Out):
 # -- the rest -------------------------------------------------------------------------
 
 
-class Me(_Out):
+class Me(OutModel):
     user_id: str
     tenant_id: str
     roles: list[str]
     key_id: str
 
 
-class AuditRow(_Out):
+class AuditRow(OutModel):
     audit_id: int
     created_at: datetime
     tenant_id: str
@@ -205,11 +210,11 @@ class AuditRow(_Out):
     executed_digest: str | None
 
 
-class AuditList(_Out):
+class AuditList(OutModel):
     rows: list[AuditRow]
 
 
-class Health(_Out):
+class Health(OutModel):
     status: Literal["ok"]
     database: Literal["ok"]
 

@@ -6,7 +6,6 @@ Each scenario refunds its own fresh order, and counts what reached the provider.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +19,6 @@ from tests.integration.http_fixtures import (
     make_key,
     new_order,
     provider_refunds,
-    seeded_database,
     sse_events,
     wait_for,
 )
@@ -28,19 +26,6 @@ from writegate.approval.service import Policy
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.web import Settings, create_app
 from writegate.tools.provider import SimulatedProvider
-
-
-@pytest.fixture(scope="module")
-def url(create_database: Callable[[], str]) -> str:
-    return seeded_database(create_database)
-
-
-@pytest.fixture(scope="module")
-def client(url: str) -> Iterator[TestClient]:
-    runtime = Runtime.open(url, setup=False)
-    with TestClient(create_app(runtime)) as test_client:
-        yield test_client
-    runtime.close()
 
 
 @pytest.fixture(scope="module")
@@ -429,3 +414,54 @@ def test_a_repeated_query_parameter_is_refused(client: TestClient, alice: dict[s
     assert answer.status_code == 422 and answer.json()["code"] == "validation_failed"
     assert "proposal_id" in answer.json()["message"]
     assert client.get("/v1/audit?proposal_id=prop_x", headers=alice).status_code == 200
+
+
+def test_an_unknown_query_parameter_is_refused_on_every_route(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    order = new_order(url)
+    thread, pid = propose_refund(client, alice, order)
+    sneaky = {"user_id": "user_7"}
+    for query in (sneaky, [("limit", "1"), ("limit", "2")]):
+        decision = client.post(
+            f"/v1/approvals/{pid}/decision",
+            headers={**alice, "Idempotency-Key": "query-extra"},
+            params=query,
+            json={"action": "confirm"},
+        )
+        assert decision.status_code == 422, decision.text
+        assert_error(decision.json(), "validation_failed")
+    assert provider_refunds(url, order) == 0
+    for path in (
+        "/v1/me",
+        "/v1/threads",
+        f"/v1/threads/{thread}",
+        "/v1/approvals",
+        f"/v1/approvals/{pid}",
+        "/v1/reviews",
+        "/v1/audit",
+        "/healthz",
+    ):
+        answer = client.get(path, headers=alice, params=sneaky)
+        assert answer.status_code == 422, (path, answer.text)
+        assert_error(answer.json(), "validation_failed")
+    assert client.get(f"/v1/approvals/{pid}", headers=alice).json()["pending"] is True
+
+
+def test_an_edit_that_changes_nothing_keeps_the_question(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    order = new_order(url)
+    thread, pid = propose_refund(client, alice, order)
+    before = client.get(f"/v1/approvals/{pid}", headers=alice).json()
+    same = {f["name"]: f["value"] for f in before["fields"]}
+    status, result = decide(client, alice, pid, "edit-same", action="edit", args=same)
+    assert status == 200, result
+    assert result["outcome"] == "unchanged" and result["next_approval"] is None
+    assert result["approval"]["pending"] and result["approval"]["status"] == before["status"]
+    assert [a["proposal_id"] for a in result["pending"]] == [pid]
+    history = client.get(f"/v1/threads/{thread}", headers=alice).json()["approvals"]
+    assert [a["proposal_id"] for a in history] == [pid]  # no new proposal
+    status, done = decide(client, alice, pid, "confirm-after-same")
+    assert status == 200 and done["outcome"] == "executed", done
+    assert provider_refunds(url, order) == 1

@@ -228,3 +228,34 @@ def test_a_large_refund_is_retyped_then_approved_by_a_second_person(
     expect(card).to_have_attribute("data-status", "executed")
     expect(card.locator(".result .headline")).to_have_text("Done: succeeded (¥6,000.00)")
     assert provider_refunds(url, order) == 1
+
+
+def test_the_page_works_under_a_strict_content_security_policy(
+    page: Page, site: str, key: str, url: str
+) -> None:
+    problems: list[str] = []
+    page.on(
+        "console",
+        lambda m: problems.append(m.text) if m.type in ("error", "warning") else None,
+    )
+    page.on("pageerror", lambda exc: problems.append(str(exc)))
+    document = page.request.get(site + "/")
+    policy = document.headers.get("content-security-policy", "")
+    directives = dict(part.strip().partition(" ")[::2] for part in policy.split(";"))
+    assert directives.get("frame-ancestors") == "'none'", policy
+    assert directives.get("default-src") == "'self'", policy
+    for kind in ("script-src", "style-src"):
+        assert directives.get(kind) == "'self'", policy  # no inline script or style
+    assert document.headers.get("x-content-type-options") == "nosniff"
+    assert document.headers.get("x-frame-options") == "DENY"
+    for asset in ("/static/app.js", "/static/style.css"):
+        assert page.request.get(site + asset).headers.get("x-content-type-options") == "nosniff"
+
+    order = new_order(url)
+    card = sign_in_and_ask(page, site, key, f"refund 12.00 CNY of {order} because it broke")
+    expect(card.locator(".field-amount_minor")).to_have_text("¥12.00")
+    card.locator("button.confirm").click()
+    expect(card).to_have_attribute("data-status", "executed")
+    assert provider_refunds(url, order) == 1
+    violations = [p for p in problems if "Content Security Policy" in p or "Refused to" in p]
+    assert violations == [], violations

@@ -462,7 +462,7 @@ function applyDecision(card, result) {
   card.approval = { ...card.approval, ...result.approval };
   renderCard(card);
   if (result.outcome === "executed") showReceipt(card, result.receipt);
-  else if (result.outcome === "awaiting_second_approval") {
+  else if (result.outcome === "awaiting_second_approval" || result.outcome === "unchanged") {
     $(".refusal", card.el).hidden = true;
   } else if (result.outcome === "edited") {
     showResult(card, "edited", [["headline", "Replaced by the edited proposal"]]);
