@@ -12,7 +12,7 @@ from typing import Any
 
 from writegate.approval.canonical import digest
 from writegate.approval.errors import WritegateError
-from writegate.approval.models import AuditRecord, Identity, Proposal
+from writegate.approval.models import AuditRecord, Execution, Identity, Proposal
 
 
 def elapsed_ms(started: float) -> int:
@@ -99,4 +99,91 @@ def refusal_audit(
         duration_ms=elapsed_ms(started),
         proposal_id=proposal_id,
         approver=identity.user_id,
+    )
+
+
+def execution_audit(
+    identity: Identity, proposal: Proposal | None, execution: Execution, started: float
+) -> AuditRecord:
+    """An execution's row: requested, approved and executed digests side by side."""
+    return AuditRecord(
+        tenant_id=execution.tenant_id,
+        user_id=identity.user_id,
+        thread_id=proposal.thread_id if proposal else None,
+        tool_name=execution.operation,
+        event="execute",
+        arguments=execution.args,
+        arguments_hash=execution.args_digest,
+        status=execution.status.value,
+        result=execution.result,
+        error_code=execution.error_code,
+        duration_ms=elapsed_ms(started),
+        request_key=execution.request_key,
+        proposal_id=execution.proposal_id,
+        approver=proposal.decided_by if proposal else None,
+        requested_digest=proposal.args_digest if proposal else None,
+        approved_digest=execution.args_digest,
+        executed_digest=execution.args_digest,
+    )
+
+
+def duplicate_audit(identity: Identity, execution: Execution, started: float) -> AuditRecord:
+    """A second request for an operation that already has its execution."""
+    return AuditRecord(
+        tenant_id=execution.tenant_id,
+        user_id=identity.user_id,
+        thread_id=None,
+        tool_name=execution.operation,
+        event="execute",
+        arguments=None,
+        arguments_hash=execution.args_digest,
+        status="duplicate",
+        result={"execution_status": execution.status.value},
+        error_code="already_consumed",
+        duration_ms=elapsed_ms(started),
+        request_key=execution.request_key,
+        proposal_id=execution.proposal_id,
+    )
+
+
+def execution_refusal_audit(
+    identity: Identity,
+    proposal_id: str | None,
+    operation: str | None,
+    exc: WritegateError,
+    started: float,
+) -> AuditRecord:
+    """A refused execution (a forged, replayed or mismatched confirmation): why not."""
+    return AuditRecord(
+        tenant_id=identity.tenant_id,
+        user_id=identity.user_id,
+        thread_id=None,
+        tool_name=operation or "?",
+        event="execute",
+        arguments=None,
+        arguments_hash=None,
+        status="refused",
+        result=exc.to_dict(),
+        error_code=exc.code,
+        duration_ms=elapsed_ms(started),
+        proposal_id=proposal_id,
+    )
+
+
+def reconcile_audit(execution: Execution, actor: str, detail: dict[str, Any]) -> AuditRecord:
+    """A reconciler's step on an execution (claimed, found, retried, escalated...)."""
+    return AuditRecord(
+        tenant_id=execution.tenant_id,
+        user_id=actor,
+        thread_id=None,
+        tool_name=execution.operation,
+        event="reconcile",
+        arguments=None,
+        arguments_hash=execution.args_digest,
+        status=execution.status.value,
+        result=detail,
+        error_code=execution.error_code,
+        request_key=execution.request_key,
+        proposal_id=execution.proposal_id,
+        executed_digest=execution.args_digest,
     )

@@ -18,7 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from writegate.approval.audit import elapsed_ms
+from writegate.approval.audit import (
+    duplicate_audit,
+    execution_audit,
+    execution_refusal_audit,
+)
 from writegate.approval.canonical import digest, hash_secret
 from writegate.approval.downstream import RetryPolicy, call_with_retries, outcome_status
 from writegate.approval.errors import (
@@ -42,7 +46,6 @@ from writegate.approval.errors import (
     is_database_outage,
 )
 from writegate.approval.models import (
-    AuditRecord,
     Execution,
     ExecutionStatus,
     Identity,
@@ -281,7 +284,7 @@ class Executor:
                 require_owner=self.owner,
             )
             assert done is not None  # we inserted it in this very transaction
-            tx.insert_audit(self._execution_audit(identity, proposal, done, started))
+            tx.insert_audit(execution_audit(identity, proposal, done, started))
             execution = done
         return proposal, spec, execution
 
@@ -348,9 +351,7 @@ class Executor:
             spec.on_downstream_success(ctx, execution.args, execution.request_key, outcome)
         elif new is ExecutionStatus.FAILED_TERMINAL:
             spec.compensate(ctx, execution.args, execution.request_key)
-        tx.insert_audit(
-            self._execution_audit(identity, proposal, done, started or time.perf_counter())
-        )
+        tx.insert_audit(execution_audit(identity, proposal, done, started or time.perf_counter()))
         return done
 
     # -- replays ----------------------------------------------------------------------
@@ -367,7 +368,7 @@ class Executor:
             execution = tx.get_execution(execution_id=execution_id) if execution_id else None
             if execution is None or execution.subject != identity.user_id:
                 raise exc
-            tx.insert_audit(self._duplicate_audit(identity, execution, started))
+            tx.insert_audit(duplicate_audit(identity, execution, started))
             claimed = None
             if execution.status is ExecutionStatus.FAILED_RETRYABLE:
                 claimed = tx.transition_execution(
@@ -405,48 +406,6 @@ class Executor:
 
     # -- audit ------------------------------------------------------------------------
 
-    def _execution_audit(
-        self, identity: Identity, proposal: Proposal | None, execution: Execution, started: float
-    ) -> AuditRecord:
-        return AuditRecord(
-            tenant_id=execution.tenant_id,
-            user_id=identity.user_id,
-            thread_id=proposal.thread_id if proposal else None,
-            tool_name=execution.operation,
-            event="execute",
-            arguments=execution.args,
-            arguments_hash=execution.args_digest,
-            status=execution.status.value,
-            result=execution.result,
-            error_code=execution.error_code,
-            duration_ms=elapsed_ms(started),
-            request_key=execution.request_key,
-            proposal_id=execution.proposal_id,
-            approver=proposal.decided_by if proposal else None,
-            requested_digest=proposal.args_digest if proposal else None,
-            approved_digest=execution.args_digest,
-            executed_digest=execution.args_digest,
-        )
-
-    def _duplicate_audit(
-        self, identity: Identity, execution: Execution, started: float
-    ) -> AuditRecord:
-        return AuditRecord(
-            tenant_id=execution.tenant_id,
-            user_id=identity.user_id,
-            thread_id=None,
-            tool_name=execution.operation,
-            event="execute",
-            arguments=None,
-            arguments_hash=execution.args_digest,
-            status="duplicate",
-            result={"execution_status": execution.status.value},
-            error_code=AlreadyConsumed.code,
-            duration_ms=elapsed_ms(started),
-            request_key=execution.request_key,
-            proposal_id=execution.proposal_id,
-        )
-
     def _audit_refusal(
         self,
         identity: Identity,
@@ -457,22 +416,7 @@ class Executor:
         started: float,
     ) -> None:
         with self.store.transaction() as tx:
-            tx.insert_audit(
-                AuditRecord(
-                    tenant_id=identity.tenant_id,
-                    user_id=identity.user_id,
-                    thread_id=None,
-                    tool_name=operation or "?",
-                    event="execute",
-                    arguments=None,
-                    arguments_hash=None,
-                    status="refused",
-                    result=exc.to_dict(),
-                    error_code=exc.code,
-                    duration_ms=elapsed_ms(started),
-                    proposal_id=proposal_id,
-                )
-            )
+            tx.insert_audit(execution_refusal_audit(identity, proposal_id, operation, exc, started))
 
 
 __all__ = ["ExecutionFailed", "Executor", "OutcomeUnknown", "RetryPolicy", "outcome_status"]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from writegate.approval.audit import reconcile_audit
 from writegate.approval.errors import NotFound, WritegateError
 from writegate.approval.execution import Executor, RetryPolicy, default_owner, outcome_status
 from writegate.approval.models import AuditRecord, Execution, ExecutionStatus, Identity, Receipt
@@ -284,18 +285,4 @@ class Reconciler:
             detail["provider_ref"] = execution.provider_ref
         if reason:
             detail["escalation"] = reason
-        return AuditRecord(
-            tenant_id=execution.tenant_id,
-            user_id=ACTOR,
-            thread_id=None,
-            tool_name=execution.operation,
-            event="reconcile",
-            arguments=None,
-            arguments_hash=execution.args_digest,
-            status=execution.status.value,
-            result=detail,
-            error_code=execution.error_code,
-            request_key=execution.request_key,
-            proposal_id=execution.proposal_id,
-            executed_digest=execution.args_digest,
-        )
+        return reconcile_audit(execution, ACTOR, detail)

@@ -188,3 +188,14 @@ def _defines_class_using(path: Path, attr: str) -> bool:
         ):
             return True
     return False
+
+
+def test_audit_rows_are_built_only_by_the_builders_in_approval_audit() -> None:
+    builders = ROOT / "approval" / "audit.py"
+    for package in sorted(ALLOWED):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path == builders:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "AuditRecord":
+                    pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno} builds an AuditRecord")
