@@ -6,7 +6,6 @@ and its thread go on working afterwards.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,27 +15,14 @@ from tests.integration.http_fixtures import (
     make_key,
     new_order,
     provider_refunds,
-    seeded_database,
     sse_events,
 )
 from tests.integration.test_http_api import assert_error, decide, propose_refund
-from writegate.graph.runtime import Runtime
-from writegate.surfaces.web import create_app
 
 JSON = {"Content-Type": "application/json"}
 
 
-@pytest.fixture(scope="module")
-def url(create_database: Callable[[], str]) -> str:
-    return seeded_database(create_database)
-
-
-@pytest.fixture(scope="module")
-def client(url: str) -> Iterator[TestClient]:
-    runtime = Runtime.open(url, setup=False)
-    with TestClient(create_app(runtime)) as test_client:
-        yield test_client
-    runtime.close()
+# `url` and `client` come from tests/integration/conftest.py, one seeded database a module.
 
 
 @pytest.fixture(scope="module")
