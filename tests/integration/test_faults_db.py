@@ -32,7 +32,7 @@ from tests.integration.fault_scripts.harness import (
 )
 from tests.integration.http_fixtures import make_key, seeded_database
 from writegate.approval.decisions import Confirm
-from writegate.approval.errors import AlreadyConsumed, TemporarilyUnavailable
+from writegate.approval.errors import AlreadyConsumed, InProgress, TemporarilyUnavailable
 from writegate.approval.execution import RetryPolicy
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.reconcile import ReconcilePolicy, Reconciler
@@ -216,10 +216,32 @@ def test_lost_commit_answer_of_the_execute_transaction_is_finished_by_the_retry(
     assert world.one(EXECUTION_SQL, proposal.proposal_id) == "running"
     assert world.effects(order) == 0
 
-    receipt = world.rt.executor.execute(who, token)  # the claim is ours: it carries on
-    assert receipt.status == "succeeded"
+    # The claim committed, but nothing here can tell this lost attempt from one still in
+    # flight on another thread: the retry is told in_progress and sends nothing.
+    with pytest.raises(InProgress):
+        world.rt.executor.execute(who, token)
+    assert world.effects(order) == 0
+    # Once the lease runs out, the reconciler asks the provider: never seen, so it sends
+    # it, under the same request key.
+    settled = reconcile_until_final(world, proposal)
+    assert [(s.action, s.status) for s in settled] == [("retried", "succeeded")]
     assert world.provider.client().calls()["refund"][proposal.request_key] == 1
     report(capsys, fault_line("execute_commit", 1, world.faults(), clean(world, who.tenant_id)))
+
+
+def reconcile_until_final(world: Any, proposal: Proposal) -> list[Any]:
+    """Drain the backlog until this proposal's execution has succeeded (after its lease)."""
+    reconciler = Reconciler(
+        world.rt.service, PgBacklog(world.rt.pool), policy=ReconcilePolicy(lease=LEASE), retry=RETRY
+    )
+    settled: list[Any] = []
+
+    def final() -> bool:
+        settled.extend(reconciler.drain())
+        return world.one(EXECUTION_SQL, proposal.proposal_id) == "succeeded"
+
+    wait_until(final, "reconcile to settle the execution (after its lease)")
+    return settled
 
 
 # -- between the provider's answer and the record -------------------------------------------
@@ -241,16 +263,7 @@ def test_database_away_after_the_provider_answered_reconcile_finds_the_effect(wo
 
     world.proxy.up()
     wait_until(world.pool_serves, "the pool to reconnect")
-    reconciler = Reconciler(
-        world.rt.service, PgBacklog(world.rt.pool), policy=ReconcilePolicy(lease=LEASE), retry=RETRY
-    )
-    settled: list[Any] = []
-
-    def final() -> bool:
-        settled.extend(reconciler.drain())
-        return world.one(EXECUTION_SQL, proposal.proposal_id) == "succeeded"
-
-    wait_until(final, "reconcile to settle the execution (after its lease)")
+    settled = reconcile_until_final(world, proposal)
     assert [(s.action, s.status) for s in settled] == [("found", "succeeded")]
     with pytest.raises(AlreadyConsumed) as again:  # the user's retry gets the receipt
         world.rt.executor.execute(who, token)
