@@ -3,7 +3,8 @@
 A private cluster (never the shared one) is crashed (`pg_ctl -m immediate`) at an
 exact point of write #40 of 120: after the provider applied it, before writegate
 recorded it. The writer, like any client, retries what it was told is retryable
-(`temporarily_unavailable`); a second thread starts the cluster once the writer has
+(`temporarily_unavailable`), and the one write the crash cut after the provider answered
+is finished by the reconciler; a second thread starts the cluster once the writer has
 seen the outage. The same process, the same pool carry on; a thread paused at its
 question before the crash is resumed after it. Every write: exactly one effect.
 """
@@ -26,15 +27,18 @@ from tests.integration.fault_scripts.harness import (
     ledger_check,
     make_order,
     new_id,
+    wait_until,
 )
 from tests.integration.private_cluster import PrivateCluster, available
 from writegate.approval.decisions import Confirm
-from writegate.approval.errors import TemporarilyUnavailable
+from writegate.approval.errors import InProgress, OutcomeUnknown, TemporarilyUnavailable
 from writegate.approval.execution import RetryPolicy
 from writegate.approval.models import Identity
+from writegate.approval.reconcile import ReconcilePolicy, Reconciler, receipt_for
 from writegate.approval.service import Confirmation
 from writegate.checkpoints.database import with_database
 from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.ops import PgBacklog
 from writegate.graph.build import build_graph
 from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
@@ -43,7 +47,8 @@ pytestmark = pytest.mark.slow
 
 WRITES = 120
 CRASH_AT = 40
-RETRY = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=30))
+LEASE = timedelta(seconds=3)
+RETRY = RetryPolicy(base_delay=0.01, lease=LEASE)
 OUTAGE_DEADLINE_S = 60.0
 T = TypeVar("T")
 
@@ -68,6 +73,7 @@ class Outage:
         self.back = threading.Event()  # the server runs again
         self.told = 0
         self.restarts = 0
+        self.settled_by_reconcile = 0
 
     def crash(self) -> None:
         self.cluster.stop("immediate")
@@ -157,7 +163,29 @@ def _one_write(rt: Runtime, who: Identity, outage: Outage) -> Any:
         lambda: rt.service.decide(who, Confirm(action="confirm", proposal_id=proposal.proposal_id))
     )
     assert isinstance(decided, Confirmation)
-    return outage.retried(lambda: rt.executor.execute(who, decided.token))
+    try:
+        return outage.retried(lambda: rt.executor.execute(who, decided.token))
+    except InProgress:
+        # The crash came after the provider answered: the execution is claimed but not
+        # recorded, and nobody here can tell it from one still in flight. After its lease
+        # the reconciler looks the key up at the provider and records what it finds.
+        outage.settled_by_reconcile += 1
+        return _reconciled(rt, who, proposal.proposal_id)
+
+
+def _reconciled(rt: Runtime, who: Identity, proposal_id: str) -> Any:
+    reconciler = Reconciler(
+        rt.service, PgBacklog(rt.pool), policy=ReconcilePolicy(lease=LEASE), retry=RETRY
+    )
+
+    def receipt() -> Any:
+        reconciler.drain()
+        try:
+            return receipt_for(rt.store, who, proposal_id)
+        except (InProgress, OutcomeUnknown, TemporarilyUnavailable):
+            return None
+
+    return wait_until(receipt, "the reconciler to settle the write the crash cut", 60.0)
 
 
 def _order(rt: Runtime, who: Identity) -> str:
