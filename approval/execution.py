@@ -203,9 +203,11 @@ class Executor:
             raise NotFound("no such proposal for this user", proposal_id=proposal_id)
         if proposal.operation != token.operation:
             raise OperationMismatch(token_operation=token.operation)
-        executed_digest = digest(proposal.args)
+        # Recomputed the way the proposal's digest was written (rows from before JCS).
+        executed_digest = digest(proposal.args, proposal.digest_scheme)
         if (
             proposal.proposal_id != token.proposal_id
+            or token.digest_scheme != proposal.digest_scheme
             or token.args_digest != executed_digest
             or proposal.args_digest != executed_digest
         ):
@@ -253,6 +255,7 @@ class Executor:
             resource=proposal.resource,
             args=proposal.args,
             args_digest=executed_digest,
+            digest_scheme=proposal.digest_scheme,
             fingerprint=proposal.fingerprint,
             status=ExecutionStatus.RUNNING,
             created_at=now,

@@ -11,6 +11,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from writegate.approval.canonical import DIGEST_SCHEME
+
 
 class SideEffect(StrEnum):
     NONE = "none"
@@ -126,6 +128,7 @@ class Proposal:
     second_approved_at: datetime | None = None
     revoked_by: str | None = None
     revoked_at: datetime | None = None
+    digest_scheme: str = DIGEST_SCHEME  # how args_digest was computed (approval/canonical.py)
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,7 @@ class Token:
     status: TokenStatus
     execution_id: str | None = None
     tier: str = "one_click"
+    digest_scheme: str = DIGEST_SCHEME
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,7 @@ class Execution:
     result: dict[str, Any] | None = None
     error_code: str | None = None
     completed_at: datetime | None = None
+    digest_scheme: str = DIGEST_SCHEME
 
 
 @dataclass(frozen=True)

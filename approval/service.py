@@ -195,7 +195,7 @@ class ApprovalService:
             open_one is not None
             and open_one.subject == identity.user_id
             and open_one.state_version == seen.state_version
-            and open_one.args_digest == digest(args)
+            and open_one.args_digest == digest(args, open_one.digest_scheme)
             and open_one.policy_version == self.policy.version
         ):
             return open_one
@@ -391,6 +391,7 @@ class ApprovalService:
                 operation=proposal.operation,
                 resource=proposal.resource,
                 args_digest=proposal.args_digest,
+                digest_scheme=proposal.digest_scheme,
                 policy_version=self.policy.version,
                 request_key=proposal.request_key,
                 issued_at=tx.now(),
@@ -404,7 +405,8 @@ class ApprovalService:
     def edit_changes_nothing(self, proposal: Proposal, raw_args: dict[str, Any]) -> bool:
         """Whether an edit's arguments, normalized, are the proposal's own. Such an edit
         keeps the question as it is: no new proposal, nothing decided."""
-        return digest(self.spec_for(proposal.operation).normalize(raw_args)) == proposal.args_digest
+        args = self.spec_for(proposal.operation).normalize(raw_args)
+        return digest(args, proposal.digest_scheme) == proposal.args_digest
 
     def _edit(
         self,

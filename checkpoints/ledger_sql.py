@@ -13,7 +13,7 @@ NOW_SQL = "SELECT now() AS now"
 PROPOSAL_COLUMNS = """proposal_id, thread_id, tool_call_id, subject, tenant_id, operation,
     resource, args, args_digest, fingerprint, state_version, preview, policy_version,
     request_key, status, superseded_by, decided_by, decided_at, created_at, expires_at,
-    tier, risk, second_approver, second_approved_at, revoked_by, revoked_at"""
+    tier, risk, second_approver, second_approved_at, revoked_by, revoked_at, digest_scheme"""
 
 INSERT_PROPOSAL_SQL = f"""
 INSERT INTO wg_proposals ({PROPOSAL_COLUMNS})
@@ -22,7 +22,7 @@ VALUES (%(proposal_id)s, %(thread_id)s, %(tool_call_id)s, %(subject)s, %(tenant_
     %(state_version)s, %(preview)s, %(policy_version)s, %(request_key)s, %(status)s,
     %(superseded_by)s, %(decided_by)s, %(decided_at)s, %(created_at)s, %(expires_at)s,
     %(tier)s, %(risk)s, %(second_approver)s, %(second_approved_at)s, %(revoked_by)s,
-    %(revoked_at)s)
+    %(revoked_at)s, %(digest_scheme)s)
 ON CONFLICT (thread_id, tool_call_id) DO NOTHING
 RETURNING {PROPOSAL_COLUMNS}"""
 
@@ -49,13 +49,13 @@ RETURNING proposal_id"""
 
 TOKEN_COLUMNS = """token_hash, proposal_id, subject, tenant_id, audience, operation,
     resource, args_digest, policy_version, request_key, issued_at, expires_at, status,
-    execution_id, tier"""
+    execution_id, tier, digest_scheme"""
 
 INSERT_TOKEN_SQL = f"""
 INSERT INTO wg_tokens ({TOKEN_COLUMNS})
 VALUES (%(token_hash)s, %(proposal_id)s, %(subject)s, %(tenant_id)s, %(audience)s,
     %(operation)s, %(resource)s, %(args_digest)s, %(policy_version)s, %(request_key)s,
-    %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s, %(tier)s)"""
+    %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s, %(tier)s, %(digest_scheme)s)"""
 
 SELECT_TOKEN_SQL = f"SELECT {TOKEN_COLUMNS} FROM wg_tokens WHERE token_hash = %s"
 SELECT_TOKEN_FOR_PROPOSAL_SQL = f"SELECT {TOKEN_COLUMNS} FROM wg_tokens WHERE proposal_id = %s"
@@ -96,14 +96,15 @@ RETURNING token_hash"""
 EXECUTION_COLUMNS = """execution_id, request_key, token_hash, proposal_id, tenant_id, subject,
     operation, resource, args, args_digest, fingerprint, status, attempts, lease_owner,
     lease_expires_at, provider_ref, result, error_code, created_at, updated_at,
-    completed_at"""
+    completed_at, digest_scheme"""
 
 INSERT_EXECUTION_SQL = f"""
 INSERT INTO wg_executions ({EXECUTION_COLUMNS})
 VALUES (%(execution_id)s, %(request_key)s, %(token_hash)s, %(proposal_id)s, %(tenant_id)s,
     %(subject)s, %(operation)s, %(resource)s, %(args)s, %(args_digest)s, %(fingerprint)s,
     %(status)s, %(attempts)s, %(lease_owner)s, %(lease_expires_at)s, %(provider_ref)s,
-    %(result)s, %(error_code)s, %(created_at)s, %(updated_at)s, %(completed_at)s)
+    %(result)s, %(error_code)s, %(created_at)s, %(updated_at)s, %(completed_at)s,
+    %(digest_scheme)s)
 ON CONFLICT (request_key) DO NOTHING
 RETURNING execution_id"""
 

@@ -315,4 +315,17 @@ CREATE TABLE wg_presented (
 );
 CREATE INDEX wg_presented_proposal_idx ON wg_presented (proposal_id);
 """,
+    # 9. the digest scheme beside every stored digest: rows written before it keep the
+    # legacy form; new rows name the RFC 8785 form (approval/canonical.py)
+    """
+ALTER TABLE wg_proposals ADD COLUMN digest_scheme text NOT NULL DEFAULT 'wg-c14n-1'
+    CHECK (digest_scheme IN ('wg-c14n-1', 'jcs-sha256'));
+ALTER TABLE wg_proposals ALTER COLUMN digest_scheme SET DEFAULT 'jcs-sha256';
+ALTER TABLE wg_tokens ADD COLUMN digest_scheme text NOT NULL DEFAULT 'wg-c14n-1'
+    CHECK (digest_scheme IN ('wg-c14n-1', 'jcs-sha256'));
+ALTER TABLE wg_tokens ALTER COLUMN digest_scheme SET DEFAULT 'jcs-sha256';
+ALTER TABLE wg_executions ADD COLUMN digest_scheme text NOT NULL DEFAULT 'wg-c14n-1'
+    CHECK (digest_scheme IN ('wg-c14n-1', 'jcs-sha256'));
+ALTER TABLE wg_executions ALTER COLUMN digest_scheme SET DEFAULT 'jcs-sha256';
+""",
 ]
