@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.fake_tool import AddTool, Counters, Tools
+from tests.unit.test_canonical import _nested, scalars
 from writegate.approval.canonical import (
     DIGEST_SCHEME,
     JCS_SCHEME,
@@ -78,13 +79,6 @@ def test_unknown_scheme_is_refused() -> None:
         digest({}, "md5-ish")
 
 
-def _nested(depth: int) -> Any:
-    value: Any = "x"
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
 @pytest.mark.parametrize(
     "bad", [{"r": "nul\u0000"}, {"r": "lone \ud800"}, {"k\n": 1}, {"d": _nested(MAX_DEPTH)}]
 )
@@ -99,20 +93,13 @@ def test_refusals_run_before_the_jcs_encoder_sees_the_value(
 
 
 # The accepted value space, keys held to the Basic Multilingual Plane.
-_VALUE_CHARS = st.characters(blacklist_categories=("Cc", "Cs"), whitelist_characters="\t\n\r")
 _BMP_KEY_CHARS = st.characters(blacklist_categories=("Cc", "Cs"), max_codepoint=0xFFFF)
 _ANY_KEY_CHARS = st.characters(blacklist_categories=("Cc", "Cs"))
-_SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER),
-    st.text(_VALUE_CHARS, max_size=20),
-)
 
 
 def _values(key_chars: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
     return st.recursive(
-        _SCALARS,
+        scalars,
         lambda inner: (
             st.lists(inner, max_size=4)
             | st.dictionaries(st.text(key_chars, max_size=8), inner, max_size=4)
