@@ -93,7 +93,9 @@ def _write_hints(spec: ToolSpec) -> types.ToolAnnotations:
         destructive_hint=spec.side_effect in (SideEffect.IRREVERSIBLE, SideEffect.EXTERNAL),
         # One proposal and one token run once: repeating the call adds no effect.
         idempotent_hint=True,
-        open_world_hint=spec.side_effect is SideEffect.EXTERNAL or spec.has_downstream,
+        # What the tool declares it touches, not how it is wired: a `write_tool` function
+        # is always a downstream call, even one that writes a service of your own.
+        open_world_hint=spec.side_effect is SideEffect.EXTERNAL,
     )
 
 
