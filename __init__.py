@@ -29,9 +29,10 @@ if TYPE_CHECKING:
     from writegate.approval.models import Identity
     from writegate.graph.writegate import Writegate
     from writegate.tools.kit import read_tool, write_tool
-    from writegate.tools.kit_spec import PreviewField, ToolPreview
+    from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
 
 __all__ = [
+    "Checked",
     "Identity",
     "InvalidTransition",
     "NotFound",
@@ -52,6 +53,7 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
     __version__ = "0.0.0"
 
 _WHERE = {
+    "Checked": "writegate.tools.kit_spec",
     "Identity": "writegate.approval.models",
     "InvalidTransition": "writegate.approval.errors",
     "NotFound": "writegate.approval.errors",

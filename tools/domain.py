@@ -6,7 +6,8 @@ from writegate.tools.batch import CloseTickets
 from writegate.tools.orders import GetOrder, ListOrders, RefundOrder
 from writegate.tools.provider import ProviderClient
 from writegate.tools.registry import Registry
-from writegate.tools.tickets import CreateTicket, GetTicket, ListTickets, UpdateTicket
+from writegate.tools.ticket_writes import create_ticket, update_ticket
+from writegate.tools.tickets import GetTicket, ListTickets
 
 
 def default_registry(provider: ProviderClient) -> Registry:
@@ -18,8 +19,8 @@ def default_registry(provider: ProviderClient) -> Registry:
             RefundOrder(provider),
             GetTicket(),
             ListTickets(),
-            CreateTicket(),
-            UpdateTicket(),
+            create_ticket.spec,
+            update_ticket.spec,
             CloseTickets(),
         ]
     )

@@ -22,7 +22,14 @@ from writegate.approval.errors import Unprotected, WritegateError
 from writegate.approval.models import Identity, SideEffect
 from writegate.approval.service import ApprovalService
 from writegate.tools.kit_args import from_function, from_langchain
-from writegate.tools.kit_spec import CallableTool, Lookup, Resource, ToolPreview, Validator
+from writegate.tools.kit_spec import (
+    CallableTool,
+    Lookup,
+    Resource,
+    ToolPreview,
+    Validator,
+    takes,
+)
 
 # How a registered read tool learns who calls it: the graph layer hands these in.
 Identify = Callable[[RunnableConfig], Identity]
@@ -74,6 +81,7 @@ def _declare(
     else:
         tool_name = name or target.__name__
         model, description, run = from_function(target, tool_name, write=write)
+        hooks = {**hooks, "local": write and takes(target, "conn")}
     spec = CallableTool(
         name=tool_name,
         description=description,
@@ -91,7 +99,7 @@ def write_tool(
     *,
     side_effect: str | SideEffect,
     resource: Resource | None = None,
-    preview: Callable[[dict[str, Any]], ToolPreview] | None = None,
+    preview: Callable[..., ToolPreview] | None = None,
     validate: Validator | None = None,
     lookup: Lookup | None = None,
     name: str | None = None,
@@ -100,14 +108,18 @@ def write_tool(
 
     Use as `@write_tool(side_effect="external", ...)` on a function taking its
     arguments plus `*, request_key: str` (and optionally `identity`), or as
-    `write_tool(langchain_tool, side_effect=...)`.
+    `write_tool(langchain_tool, side_effect=...)`. A function that also takes `conn`
+    writes locally: it runs inside writegate's transaction on that connection, after
+    `validate` passed again, and commits with the ledger or not at all.
 
     - `side_effect`: "reversible", "irreversible" or "external".
     - `resource(args) -> str`: the target, e.g. "order:ord_1" (default: the tool name).
-    - `preview(args) -> ToolPreview`: fields and impact (default: each argument as is).
+    - `preview(args) -> ToolPreview`: fields and impact (default: each argument as is);
+      with a keyword-only `facts` it also gets the facts `validate` returned.
     - `validate(args, identity) -> int`: ownership and current state; returns the
       version it saw, or raises NotFound / StateChanged / ValidationFailed. Runs when
       proposed and again right before execution: another version refuses the write.
+      It may take `*, conn` (writegate's transaction) and return `Checked(version, facts)`.
     - `lookup(args, request_key) -> dict | None`: did this key apply downstream? The
       result if so, None if never seen. Without it, an unknown outcome (a timeout, a
       lost answer) is escalated to a person and never sent again.

@@ -3,7 +3,11 @@
 The model sees a strict schema (closed object, every field required) built from the
 type hints and the Google-style docstring. Two keyword-only parameters are filled by
 writegate, never by the model: `request_key` (a write's idempotency key, to pass
-downstream) and `identity` (who the call acts for, from the host's run context).
+downstream) and `identity` (who the call acts for, from the host's run context). A third,
+`conn`, makes a write local: the function then runs inside writegate's own transaction,
+on its connection, right after the version check (see `tools/kit_spec.py`); such a
+function may also take `expected_version`, the version the person confirmed, to guard
+its own statement with it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from writegate.approval.models import Identity
 from writegate.tools.kit_spec import Runner
 from writegate.tools.registry import StrictArgs
 
-INJECTED = ("request_key", "identity")
+INJECTED = ("request_key", "identity", "conn", "expected_version")
 
 
 def strict_model(name: str, source: type[BaseModel]) -> type[StrictArgs]:
@@ -43,6 +47,8 @@ def from_function(
     for key in INJECTED:
         if key in params and params[key].kind is not inspect.Parameter.KEYWORD_ONLY:
             raise TypeError(f"{name}: `{key}` must be keyword-only (put it after `*`)")
+    if "expected_version" in params and not (write and "conn" in params):
+        raise TypeError(f"{name}: only a local write (one taking `conn`) gets `expected_version`")
     if write and "request_key" not in params:
         raise TypeError(
             f"{name}: a write tool takes `*, request_key: str` and passes it downstream "
@@ -58,12 +64,12 @@ def from_function(
     model = strict_model(name, source)
     wants = {key for key in INJECTED if key in params}
 
-    def run(typed: StrictArgs, request_key: str | None, identity: Identity) -> Any:
+    def run(
+        typed: StrictArgs, request_key: str | None, identity: Identity, local: dict[str, Any]
+    ) -> Any:
         kwargs = {key: getattr(typed, key) for key in model.model_fields}
-        if "request_key" in wants:
-            kwargs["request_key"] = request_key
-        if "identity" in wants:
-            kwargs["identity"] = identity
+        given = {"request_key": request_key, "identity": identity, **local}
+        kwargs.update({key: given.get(key) for key in wants})
         if inspect.iscoroutinefunction(func):  # we run in a worker thread, off any loop
             return asyncio.run(func(**kwargs))
         return func(**kwargs)
@@ -88,7 +94,9 @@ def from_langchain(tool: BaseTool, *, write: bool) -> tuple[type[StrictArgs], st
     takes_key = "request_key" in getattr(tool.get_input_schema(), "model_fields", {})
     model = strict_model(tool.name, visible)
 
-    def run(typed: StrictArgs, request_key: str | None, identity: Identity) -> Any:
+    def run(
+        typed: StrictArgs, request_key: str | None, identity: Identity, local: dict[str, Any]
+    ) -> Any:
         kwargs: dict[str, Any] = {key: getattr(typed, key) for key in model.model_fields}
         if takes_key and write:
             kwargs["request_key"] = request_key

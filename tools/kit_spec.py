@@ -5,13 +5,21 @@ person confirmed, with the operation's request key, outside any ledger transacti
 a lost answer is looked up with the tool's `lookup`, or escalated to a person when it
 has none. Its validator runs at proposal time and again inside the transaction that
 consumes the confirmation, so a change of state in between refuses the write.
+
+A function that declares a keyword-only `conn` is a local write instead: it runs inside
+that same transaction, on its connection, right after the validator passed again (and
+may take `expected_version`, the confirmed version, to guard its own statement), so
+its rows commit with the ledger's or not at all, and there is no downstream to lose an
+answer. A `validate=` hook may declare `conn` too (to read the state it guards), and may
+return `Checked(version, facts)` whose facts reach a `preview=` hook declaring `facts`.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from writegate.approval.errors import StateChanged, Unprotected
@@ -21,10 +29,32 @@ from writegate.tools.registry import StrictArgs, Tool
 
 # What the decorators accept from the tool's author.
 Resource = Callable[[dict[str, Any]], str]
-Validator = Callable[[dict[str, Any], Identity], int]
+Validator = Callable[..., "int | Checked"]  # (args, identity[, *, conn])
 Lookup = Callable[[dict[str, Any], str], "dict[str, Any] | None"]
-# (typed arguments, request key or None for a read, identity) -> result
-Runner = Callable[[StrictArgs, "str | None", Identity], Any]
+# (typed arguments, request key or None for a read, identity, what a local write is
+# given: {"conn": the transaction's connection, "expected_version": confirmed}) -> result
+Runner = Callable[[StrictArgs, "str | None", Identity, dict[str, Any]], Any]
+
+
+def takes(func: Callable[..., Any], name: str) -> bool:
+    """Whether a function or hook declares the keyword-only parameter `name`."""
+    found = inspect.signature(func).parameters.get(name)
+    return found is not None and found.kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def call_hook(hook: Callable[..., Any], *args: Any, **offered: Any) -> Any:
+    """Call a hook with those of the `offered` keywords it declares."""
+    return hook(*args, **{key: value for key, value in offered.items() if takes(hook, key)})
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What a `validate=` hook may return instead of a bare version: the version it saw
+    and facts for the preview (e.g. the row's current title), handed to a `preview=`
+    hook that declares a keyword-only `facts`."""
+
+    version: int
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -90,6 +120,7 @@ class CallableTool(Tool):
         preview: Callable[[dict[str, Any]], ToolPreview] | None = None,
         validate: Validator | None = None,
         lookup: Lookup | None = None,
+        local: bool = False,
     ) -> None:
         self.name = name
         self.description = description
@@ -101,6 +132,7 @@ class CallableTool(Tool):
         self._preview = preview
         self._validate = validate
         self._lookup = lookup
+        self._local = local  # runs in the ledger's transaction, on its connection
 
     def typed(self, args: dict[str, Any]) -> StrictArgs:
         """Canonical arguments back as the typed values the function declares."""
@@ -111,25 +143,27 @@ class CallableTool(Tool):
     def read(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         if self.requires_approval:
             raise self._unsupported("read step")
-        return as_json_dict(self._run(self.typed(args), None, ctx.identity))
+        return as_json_dict(self._run(self.typed(args), None, ctx.identity, {"conn": ctx.conn}))
 
     # -- propose ------------------------------------------------------------------------
 
-    def _version(self, args: dict[str, Any], identity: Identity) -> int:
+    def _check(self, ctx: ToolContext, args: dict[str, Any]) -> Checked:
         if self._validate is None:
-            return 0
-        version = self._validate(args, identity)
-        if type(version) is not int:
+            return Checked(0)
+        seen = call_hook(self._validate, args, ctx.identity, conn=ctx.conn)
+        checked = Checked(seen) if type(seen) is int else seen
+        if not isinstance(checked, Checked) or type(checked.version) is not int:
             raise TypeError(f"{self.name}: validate= must return the int version it saw")
-        return version
+        return checked
 
     def validate(self, ctx: ToolContext, args: dict[str, Any]) -> Validated:
         resource = self._resource(args) if self._resource else self.name
-        return Validated(str(resource), self._version(args, ctx.identity))
+        checked = self._check(ctx, args)
+        return Validated(str(resource), checked.version, checked.facts)
 
     def preview(self, args: dict[str, Any], seen: Validated) -> Preview:
         if self._preview is not None:
-            shown = self._preview(args)
+            shown = call_hook(self._preview, args, facts=seen.facts)
         else:
             fields = [PreviewField(key, value) for key, value in args.items()]
             shown = ToolPreview(fields, f"{self.name} runs once with exactly these arguments.")
@@ -151,21 +185,24 @@ class CallableTool(Tool):
     ) -> dict[str, Any]:
         # Inside the transaction that consumes the confirmation: the state must still be
         # what the person saw, or nothing runs and the token stays unused.
-        current = self._version(args, ctx.identity)
+        current = self._check(ctx, args).version
         if current != expected_version:
             raise StateChanged(expected_version=expected_version, current_version=current)
+        if self._local:  # its rows commit with this transaction or not at all
+            local = {"conn": ctx.conn, "expected_version": expected_version}
+            return as_json_dict(self._run(self.typed(args), request_key, ctx.identity, local))
         return {}
 
     @property
     def has_downstream(self) -> bool:
-        return self.requires_approval
+        return self.requires_approval and not self._local
 
     @property
     def has_lookup(self) -> bool:
         return self._lookup is not None
 
     def call_downstream(self, args: dict[str, Any], request_key: str) -> DownstreamResult:
-        return _as_result(self._run(self.typed(args), request_key, _acting()))
+        return _as_result(self._run(self.typed(args), request_key, _acting(), {}))
 
     def lookup_downstream(self, args: dict[str, Any], request_key: str) -> DownstreamResult | None:
         if self._lookup is None:

@@ -28,7 +28,7 @@ from writegate.tools.batch import CloseTickets
 from writegate.tools.faults import FaultScript
 from writegate.tools.orders import RefundOrder
 from writegate.tools.provider import SimulatedProvider
-from writegate.tools.tickets import CreateTicket, UpdateTicket
+from writegate.tools.ticket_writes import create_ticket, update_ticket
 
 ME = Identity("user_kit", "tenant_kit")
 INSERT_ORDER_SQL = """
@@ -97,7 +97,7 @@ def test_refund_order_through_the_provider_simulator_and_its_faults(
 
 def test_create_ticket(writegate_database: str) -> None:
     report = check_write_tool(
-        CreateTicket(),
+        create_ticket,
         args=lambda: {"title": f"VPN drops {secrets.token_hex(3)}", "description": "Daily."},
         edited=lambda args: {**args, "title": args["title"] + " (edited)"},
         effects=lambda: scalar(writegate_database, CREATED_TICKETS_SQL),
@@ -109,7 +109,7 @@ def test_create_ticket(writegate_database: str) -> None:
 
 def test_update_ticket(writegate_database: str) -> None:
     report = check_write_tool(
-        UpdateTicket(),
+        update_ticket,
         args=lambda: {"ticket_id": new_ticket(writegate_database, "open"), "status": "in_progress"},
         edited=lambda args: {**args, "status": "resolved"},
         effects=lambda: scalar(writegate_database, TICKET_CHANGES_SQL),
