@@ -9,9 +9,10 @@
 the answers it takes are the same; the handler is never called for a write, because
 only writegate's executor runs the tool's function, with its request key. Reads the
 Writegate knows run audited; other tools pass to the handler unless they are write
-tools, which never run unapproved. Before each model call the run's identity is checked
-(the run fails before the model runs without one) and writes reconciled since the last
-turn are reported to the model once.
+tools, which never run unapproved. Calls sharing an id, and the same write twice in one
+turn, are refused by the tool node's own rule (graph/turn.py). Before each model call
+the run's identity is checked (the run fails before the model runs without one) and
+writes reconciled since the last turn are reported to the model once.
 
 This module imports LangChain (the `[langchain]` extra); `writegate.graph.writegate`
 imports it only when `middleware()` is called.
@@ -24,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime as RunContext
@@ -37,6 +38,7 @@ from writegate.graph.messages import tool_error
 from writegate.graph.nodes import CallNodes
 from writegate.graph.runtime import Runtime
 from writegate.graph.settled import settled_updates
+from writegate.graph.turn import turn_refusal, turn_refusals
 from writegate.tools.kit import GuardedTool
 
 Result = ToolMessage | Command[Any]
@@ -71,6 +73,25 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     # -- each tool call -------------------------------------------------------------
 
+    def _is_write(self, name: str) -> bool:
+        return name in self.rt.registry and self.rt.registry.get(name).requires_approval
+
+    def _turn_refusal(self, request: ToolCallRequest) -> ToolMessage | None:
+        """The tool node's rule for the whole turn (graph/turn.py): calls sharing an id,
+        and the same write twice, are refused here as there."""
+        call_id = request.tool_call["id"]
+        messages = (request.state or {}).get("messages", [])
+        for message in reversed(messages):
+            if isinstance(message, AIMessage) and any(
+                call["id"] == call_id for call in message.tool_calls
+            ):
+                why = turn_refusals(message.tool_calls, self._is_write).get(call_id)
+                if why is None:
+                    return None
+                call: dict[str, Any] = dict(request.tool_call)
+                return tool_error(call["id"], call["name"], turn_refusal(call, why))
+        return None
+
     def _route(self, request: ToolCallRequest) -> str:
         """`gate`, `read` (writegate runs it), `handler`, or `unprotected`."""
         name, tool = request.tool_call["name"], request.tool
@@ -97,6 +118,9 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Result]
     ) -> Result:
+        refused = self._turn_refusal(request)
+        if refused is not None:
+            return refused
         route = self._route(request)
         if route == "handler":
             return handler(request)
@@ -107,6 +131,9 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[Result]],
     ) -> Result:
+        refused = self._turn_refusal(request)
+        if refused is not None:
+            return refused
         route = self._route(request)
         if route == "handler":
             return await handler(request)

@@ -7,9 +7,6 @@ run at once and are audited; the model runs again once every branch has finished
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
@@ -24,6 +21,7 @@ from writegate.graph.messages import tool_error, tool_result
 from writegate.graph.resolve import ends_turn
 from writegate.graph.runtime import Runtime
 from writegate.graph.settled import settled_updates
+from writegate.graph.turn import SHARED_ID, turn_refusal, turn_refusals
 
 __all__ = ["CallNodes", "MissingIdentity", "Nodes", "identity_of", "thread_of"]
 
@@ -80,11 +78,6 @@ def _without_unstorable_args(reply: Any) -> Any:
     return reply.model_copy(update={"tool_calls": calls, "additional_kwargs": extra})
 
 
-def _request_of(call: Mapping[str, Any]) -> str:
-    """A write call's name and arguments as one comparable string (key order aside)."""
-    return json.dumps([call["name"], call["args"]], sort_keys=True, default=str)
-
-
 class CallNodes:
     """Routing and running one model turn's tool calls; the tool node is made of these."""
 
@@ -95,53 +88,38 @@ class CallNodes:
         last = state["messages"][-1]
         if not isinstance(last, AIMessage) or not last.tool_calls:
             return END
-        counts = Counter(call["id"] for call in last.tool_calls)
         refused = last.additional_kwargs.get(REFUSED_CALLS, {})
-        writes: dict[str, str | None] = {}  # (name, arguments) -> the first call that asked for it
+        # Unknown names count as writes: propose refuses them with a clear error.
+        by_turn = turn_refusals(last.tool_calls, lambda name: not self._is_read(name))
         sends = []
         for call in last.tool_calls:
-            name = call["name"]
             if call["id"] in refused:
                 sends.append(Send("refuse", {"call": call, "invalid": refused[call["id"]]}))
-            elif counts[call["id"]] > 1:
+            elif (why := by_turn.get(call["id"])) == SHARED_ID:
                 sends.append(Send("refuse", {"call": call}))
-            elif name in self.rt.registry and not self.rt.registry.get(name).requires_approval:
+            elif why is not None:
+                sends.append(Send("refuse", {"call": call, "twin_of": why}))
+            elif self._is_read(call["name"]):
                 sends.append(Send("read", {"call": call}))
-            elif (same := writes.setdefault(_request_of(call), call["id"])) != call["id"]:
-                # The same write twice in one turn: the parallel branches would race for
-                # one proposal. Only the first is proposed; the twin is told why not.
-                sends.append(Send("refuse", {"call": call, "twin_of": same}))
-            else:  # writes, and unknown names (propose refuses them with a clear error)
+            else:
                 sends.append(Send("write", {"call": call}))
         return sends
 
+    def _is_read(self, name: str) -> bool:
+        return name in self.rt.registry and not self.rt.registry.get(name).requires_approval
+
     def refuse(self, branch: dict[str, Any]) -> dict[str, Any]:
-        """Two calls sharing one id would share one approval: refuse them both.
-
-        Arguments without a canonical form (control characters, lone surrogates, nesting
-        too deep) are refused as they are, with the reason.
-
-        A second call asking for exactly the same write as an earlier one of its turn is
-        refused too; the earlier one carries the request.
-        """
-        call, twin = branch["call"], branch.get("twin_of")
+        """Arguments without a canonical form (control characters, lone surrogates,
+        nesting too deep) are refused as they are, with the reason; calls sharing an id
+        and twin writes as `graph/turn.py` rules."""
+        call = branch["call"]
         if branch.get("invalid"):
             exc = ValidationFailed(
                 f"invalid arguments for {call['name']}: {branch['invalid']}",
                 tool_call_id=call["id"],
             )
-        elif twin:
-            exc = ValidationFailed(
-                f"the same write was already requested in this turn by call {twin}; "
-                "nothing was proposed for this duplicate",
-                tool_call_id=call["id"],
-                duplicate_of=twin,
-            )
         else:
-            exc = ValidationFailed(
-                "two tool calls in one turn share this id; nothing was proposed for either",
-                tool_call_id=call["id"],
-            )
+            exc = turn_refusal(call, branch.get("twin_of") or SHARED_ID)
         return {"messages": [tool_error(call["id"], call["name"], exc)]}
 
     def read(self, branch: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:

@@ -208,6 +208,43 @@ def test_two_writes_in_one_turn_ask_one_question_each(wg: Writegate) -> None:
     assert (payments(first), payments(second)) == (1, 1)
 
 
+def test_the_same_write_twice_in_one_turn_asks_once_and_refuses_the_twin(wg: Writegate) -> None:
+    account = new_account()
+    first, twin = (
+        tool_call("pay", account=account, cents=300),
+        tool_call("pay", cents=300, account=account),
+    )
+    agent, config = agent_for(wg, [first, twin], "ok", "ok"), run_config(thread())
+    out = agent.invoke({"messages": [HumanMessage("pay twice")]}, config)
+    (question,) = asked(out)
+    assert question.value["resource"] == f"account:{account}"
+    out = agent.invoke(Command(resume={question.id: confirm(question)}), config)
+    said = {
+        m.tool_call_id: json.loads(str(m.content))
+        for m in out["messages"]
+        if isinstance(m, ToolMessage)
+    }
+    assert said[first["id"]]["status"] == "succeeded"
+    assert said[twin["id"]]["code"] == "validation_failed"
+    assert said[twin["id"]]["details"]["duplicate_of"] == first["id"]
+    assert payments(account) == 1
+
+
+def test_two_calls_sharing_an_id_are_both_refused(wg: Writegate) -> None:
+    first, second = new_account(), new_account()
+    shared = [
+        tool_call("pay", account=first, cents=100),
+        tool_call("pay", account=second, cents=200),
+    ]
+    shared[1]["id"] = shared[0]["id"]
+    agent = agent_for(wg, shared, "ok")
+    out = agent.invoke({"messages": [HumanMessage("pay both")]}, run_config(thread()))
+    assert not asked(out)
+    bodies = tool_bodies(out)
+    assert [body["code"] for body in bodies] == ["validation_failed", "validation_failed"]
+    assert payments(first) + payments(second) == 0
+
+
 def test_a_read_runs_at_once_and_is_audited(wg: Writegate) -> None:
     account, thread_id = new_account(), thread()
     agent = agent_for(wg, [tool_call("balance", account=account)], "ok")
