@@ -10,7 +10,8 @@ A function that declares a keyword-only `conn` is a local write instead: it runs
 that same transaction, on its connection, right after the validator passed again (and
 may take `expected_version`, the confirmed version, to guard its own statement), so
 its rows commit with the ledger's or not at all, and there is no downstream to lose an
-answer. A `validate=` hook may declare `conn` too (to read the state it guards), and may
+answer. A `validate=` hook may declare `conn` too (to read the state it guards) and
+`expected_version` (None when proposed, the confirmed version when executed), and may
 return `Checked(version, facts)` whose facts reach a `preview=` hook declaring `facts`.
 """
 
@@ -147,10 +148,15 @@ class CallableTool(Tool):
 
     # -- propose ------------------------------------------------------------------------
 
-    def _check(self, ctx: ToolContext, args: dict[str, Any]) -> Checked:
+    def _check(
+        self, ctx: ToolContext, args: dict[str, Any], expected_version: int | None = None
+    ) -> Checked:
         if self._validate is None:
             return Checked(0)
-        seen = call_hook(self._validate, args, ctx.identity, conn=ctx.conn)
+        # `expected_version` is None when proposed, the confirmed version when executed.
+        seen = call_hook(
+            self._validate, args, ctx.identity, conn=ctx.conn, expected_version=expected_version
+        )
         checked = Checked(seen) if type(seen) is int else seen
         if not isinstance(checked, Checked) or type(checked.version) is not int:
             raise TypeError(f"{self.name}: validate= must return the int version it saw")
@@ -185,7 +191,7 @@ class CallableTool(Tool):
     ) -> dict[str, Any]:
         # Inside the transaction that consumes the confirmation: the state must still be
         # what the person saw, or nothing runs and the token stays unused.
-        current = self._check(ctx, args).version
+        current = self._check(ctx, args, expected_version).version
         if current != expected_version:
             raise StateChanged(expected_version=expected_version, current_version=current)
         if self._local:  # its rows commit with this transaction or not at all

@@ -31,8 +31,12 @@ from writegate.tools.tickets import (
 )
 
 
-def _check_update(args: dict[str, Any], identity: Identity, *, conn: Any) -> Checked:
+def _check_update(
+    args: dict[str, Any], identity: Identity, *, conn: Any, expected_version: int | None
+) -> Checked:
     ticket = own_ticket(conn, identity, args["ticket_id"])
+    if expected_version is not None and ticket["version"] != expected_version:
+        return Checked(ticket["version"])  # changed since confirmed: state_changed comes first
     check_transition(ticket["ticket_id"], ticket["status"], args["status"])
     return Checked(ticket["version"], {"ticket": ticket})
 

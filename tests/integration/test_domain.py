@@ -84,6 +84,9 @@ def make_order(
     return order_id
 
 
+CLOSE_TICKET = "UPDATE tickets SET status = 'closed', version = version + 1 WHERE ticket_id = %s"
+
+
 def make_ticket(pool: Pool, owner: Identity, status: str = "open") -> str:
     ticket_id = _id("tkt")
     with pool.connection() as conn:
@@ -331,6 +334,18 @@ def test_update_ticket_apply_is_guarded_by_version(
     with pytest.raises(StateChanged), tx(pool, alice) as ctx:
         spec.apply(ctx, resolve, expected_version=1, request_key=_id("key"))
     assert fetch(pool, SELECT_TICKET, ticket_id) == [{"status": "in_progress", "version": 2}]
+
+
+def test_update_ticket_reports_a_moved_version_before_the_transition_it_now_breaks(
+    pool: Pool, registry: Registry, alice: Identity
+) -> None:
+    ticket_id = make_ticket(pool, alice)
+    with pool.connection() as conn:  # closed meanwhile: version 2, and in_progress no longer
+        conn.execute(CLOSE_TICKET, (ticket_id,))
+    args = {"ticket_id": ticket_id, "status": "in_progress"}
+    with pytest.raises(StateChanged), tx(pool, alice) as ctx:
+        registry.get("update_ticket").apply(ctx, args, expected_version=1, request_key=_id("k"))
+    assert fetch(pool, SELECT_TICKET, ticket_id) == [{"status": "closed", "version": 2}]
 
 
 def test_create_ticket_applies_once_per_request_key(
