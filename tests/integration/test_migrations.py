@@ -192,3 +192,25 @@ def test_an_older_database_upgrades_in_place_keeping_its_rows(
     assert _scalar(url, "SELECT count(*) FROM wg_audit WHERE tenant_id = 't_old'") == 1
     setup_database(url)  # and once more: nothing left to apply
     assert _versions(url, "writegate_migrations") == list(range(1, len(MIGRATIONS) + 1))
+
+
+OLD_PROPOSAL_SQL = """
+INSERT INTO wg_proposals (proposal_id, thread_id, tool_call_id, subject, tenant_id,
+    operation, resource, args, args_digest, fingerprint, state_version, preview,
+    policy_version, request_key, status, created_at, expires_at)
+VALUES (%s, 't', %s, 'alice', 't1', 'pay', 'account:a', '{}', 'sha256:x', 'sha256:y', 0,
+    '{}', 'p1', %s, 'awaiting_confirmation', now(), now() + interval '1 hour')"""
+DIGEST_SCHEMES_SQL = "SELECT proposal_id, digest_scheme FROM wg_proposals ORDER BY proposal_id"
+
+
+def test_rows_from_before_the_digest_scheme_are_marked_legacy_and_new_rows_jcs(
+    create_database: Callable[[], str],
+) -> None:
+    url = create_database()
+    apply_migrations(url, MIGRATIONS[:8])  # the schema before migration 9
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(OLD_PROPOSAL_SQL, ("prop_old", "c_old", "k_old"))
+        apply_migrations(conn, MIGRATIONS)
+        conn.execute(OLD_PROPOSAL_SQL, ("prop_new", "c_new", "k_new"))  # a writer naming no scheme
+        rows = conn.execute(DIGEST_SCHEMES_SQL).fetchall()
+    assert rows == [("prop_new", "jcs-sha256"), ("prop_old", "wg-c14n-1")]
