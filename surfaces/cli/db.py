@@ -1,11 +1,19 @@
-"""`writegate db`: create the schema and load the demo data."""
+"""`writegate db`: create the schema, load the demo data, put it back as seeded."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
 from writegate.checkpoints.database import describe_database
-from writegate.surfaces.cli.common import console, database_url
+from writegate.surfaces.cli.common import console, database_url, err_console
+
+SEEDED = (
+    "demo data: tenant_hz; user_42 owns ord_1001 (¥199.00) and tickets; "
+    "user_7 owns ord_2002 (¥50.00)"
+)
 
 db_app = typer.Typer(help="Create and fill the database.", no_args_is_help=True)
 
@@ -24,22 +32,55 @@ def db_setup() -> None:
 @db_app.command("seed")
 def db_seed() -> None:
     """Load the demo tenant, users, orders and tickets (idempotent)."""
+    from writegate.tools.seed import seed_demo
+
+    _with_connection(seed_demo)
+    console.print(f"[green]ok[/green] {SEEDED}")
+
+
+@db_app.command("reset")
+def db_reset(
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Reset even when the database holds other data.")
+    ] = False,
+) -> None:
+    """Put the demo tenant's rows back as seeded (ord_1001 refundable again).
+
+    Only demo rows change. Without --yes it refuses when the database holds more than
+    demo data: another tenant's orders, tickets or proposals, or demo-tenant orders and
+    tickets that are not the seeded or demo-created ones.
+    """
+    from writegate.tools.seed import foreign_rows, reset_demo, seed_demo
+
+    def reset(conn: Any) -> None:
+        others = foreign_rows(conn)
+        if others and not yes:
+            err_console.print(
+                f"[red]error:[/red] this database holds {others} row(s) that are not demo "
+                "data; nothing was changed. Re-run with --yes to reset the demo rows anyway.",
+                soft_wrap=True,
+            )
+            raise typer.Exit(2)
+        reset_demo(conn)
+        seed_demo(conn)
+
+    _with_connection(reset)
+    console.print(f"[green]ok[/green] reset to the seeded {SEEDED}")
+
+
+def _with_connection(work: Callable[[Any], None]) -> None:
+    """Set the schema up, then run `work` in one transaction on one connection."""
     from writegate.checkpoints.migrate import setup_database
     from writegate.checkpoints.pool import open_pool
-    from writegate.tools.seed import seed_demo
 
     url = database_url()
     setup_database(url)
     pool = open_pool(url, max_size=1)
     try:
         with pool.connection() as conn, conn.transaction():
-            seed_demo(conn)
+            work(conn)
     finally:
         pool.close()
-    console.print(
-        "[green]ok[/green] demo data: tenant_hz; user_42 owns ord_1001 (¥199.00) and "
-        "tickets; user_7 owns ord_2002 (¥50.00)"
-    )
 
 
 def register(app: typer.Typer) -> None:

@@ -1,12 +1,15 @@
 """`writegate demo`: one refund conversation end to end, then the replays that must fail.
 
-Part 1 drives the real graph on a durable thread: user_42 asks for a refund of
-ord_1001, the model looks the order up and proposes; the preview is printed; a free-text
-"yes" is refused; the structured confirm executes it; the same confirm sent again
-changes nothing. Part 2 works at the protocol level (the graph keeps its token to
-itself): a second proposal, on ord_1002, is confirmed by user_42 and its token is
-presented by the wrong user, the wrong tenant, then by user_42 twice. Every claim the
-demo prints about the provider is checked against the provider's own table first.
+Every run creates orders of its own (`ord_demo…`: ¥199.00 and $45.00 for user_42), so
+the seeded walkthrough orders (ord_1001, ...) stay refundable for chat, curl and the
+notebooks. Part 1 drives the real graph on a durable thread: user_42 asks for a refund
+of the run's ¥199.00 order, the model looks the order up and proposes; the preview is
+printed; a free-text "yes" is refused; the structured confirm executes it; the same
+confirm sent again changes nothing. Part 2 works at the protocol level (the graph keeps
+its token to itself): a second proposal, on the run's $45.00 order, is confirmed by
+user_42 and its token is presented by the wrong user, the wrong tenant, then by user_42
+twice. Every claim the demo prints about the provider is checked against the provider's
+own table first.
 """
 
 from __future__ import annotations
@@ -38,15 +41,12 @@ from writegate.surfaces.cli.render import (
 )
 from writegate.surfaces.cli.terminal import markup_safe
 from writegate.tools.provider import SimulatedProvider
-from writegate.tools.seed import reset_demo, seed_demo
+from writegate.tools.seed import create_demo_order, seed_demo
 
 TENANT = "tenant_hz"
 USER = Identity("user_42", TENANT)
-REQUEST = "Please refund ord_1001 because the item arrived broken"
-# Part 2 refunds a different order: ord_1001 is fully refunded by then.
-PROTOCOL_ORDER = "ord_1002"
-PROTOCOL_ARGS = {"order_id": PROTOCOL_ORDER, "amount_minor": 1000, "currency": "USD",
-                 "reason": "shipping fee refund"}  # fmt: skip
+REQUEST = "Please refund {order_id} because the item arrived broken"
+PROTOCOL_REFUND = {"amount_minor": 1000, "currency": "USD", "reason": "shipping fee refund"}
 REPLAYERS = (
     ("user_7 presents user_42's token", Identity("user_7", TENANT)),
     ("user_42's token presented in tenant_sh", Identity("user_42", "tenant_sh")),
@@ -69,13 +69,15 @@ def demo() -> None:
     with reported_errors(err_console), console.status("Preparing the database and demo data"):
         runtime = Runtime.open(url)
         with runtime.pool.connection() as conn:
-            reset_demo(conn)  # so every run starts from ¥199.00 refundable
             seed_demo(conn)
+            # this run's own orders: every run starts from ¥199.00 refundable
+            orders = (create_demo_order(conn, USER.user_id, "CNY", 19900),
+                      create_demo_order(conn, USER.user_id, "USD", 4500))  # fmt: skip
     thread = f"demo-{uuid.uuid4().hex[:12]}"
     try:
         with reported_errors(err_console):
-            _graph_part(runtime, thread)
-            _protocol_part(runtime, thread)
+            _graph_part(runtime, thread, orders[0])
+            _protocol_part(runtime, thread, orders)
     except DemoFailed as exc:
         console.print(f"[bold red]demo failed:[/bold red] {markup_safe(exc)}")
         raise typer.Exit(1) from exc
@@ -101,12 +103,12 @@ def _expect_refunds(runtime: Runtime, order_id: str, expected: int) -> None:
     console.print(f"[dim]provider refunds for {order_id}: {seen}[/dim]")
 
 
-def _graph_part(runtime: Runtime, thread: str) -> None:
+def _graph_part(runtime: Runtime, thread: str, order: str) -> None:
     graph = build_graph(runtime, checkpointer=runtime.checkpointer)
     config: Any = {"configurable": {"thread_id": thread, "user_id": USER.user_id,
                                     "tenant_id": TENANT}}  # fmt: skip
     _step(f"1. user_42 asks for a refund (thread {thread})")
-    out = graph.invoke({"messages": [HumanMessage(REQUEST)]}, config)
+    out = graph.invoke({"messages": [HumanMessage(REQUEST.format(order_id=order))]}, config)
     print_messages(console, out["messages"])
     pending = [
         i for i in out.get("__interrupt__", []) if i.value.get("operation") == "refund_order"
@@ -116,7 +118,7 @@ def _graph_part(runtime: Runtime, thread: str) -> None:
     request = pending[0]
     _step("2. the preview the person sees (nothing has run yet)")
     console.print(preview_table(request.value))
-    _expect_refunds(runtime, "ord_1001", 0)
+    _expect_refunds(runtime, order, 0)
 
     _step('3. the person types "yes": free text is not a confirmation')
     out = graph.invoke(Command(resume={request.id: "yes"}), config)
@@ -124,7 +126,7 @@ def _graph_part(runtime: Runtime, thread: str) -> None:
     if not asked_again:
         raise DemoFailed('a free-text "yes" was not refused')
     console.print(error_panel(asked_again[0].value["error"], title="the question stands"))
-    _expect_refunds(runtime, "ord_1001", 0)
+    _expect_refunds(runtime, order, 0)
 
     _step("4. the person clicks confirm: the structured resume event")
     answer = {"action": "confirm", "proposal_id": request.value["proposal_id"]}
@@ -132,7 +134,7 @@ def _graph_part(runtime: Runtime, thread: str) -> None:
     before = len(out["messages"])
     out = graph.invoke(Command(resume={asked_again[0].id: answer}), config)
     print_messages(console, out["messages"][before:])
-    _expect_refunds(runtime, "ord_1001", 1)
+    _expect_refunds(runtime, order, 1)
 
     _step("5. the same confirm again (a double click)")
     before = len(out["messages"])
@@ -143,16 +145,18 @@ def _graph_part(runtime: Runtime, thread: str) -> None:
         raise DemoFailed("the ledger accepted a second confirmation of an executed proposal")
     except WritegateError as exc:
         console.print(f"graph: {added} new message(s); ledger answers [bold]{exc.code}[/bold]")
-    _expect_refunds(runtime, "ord_1001", 1)
+    _expect_refunds(runtime, order, 1)
     console.print(audit_table(runtime.store.audit_rows(TENANT, thread_id=thread),
                               title=f"audit rows for thread {thread}"))  # fmt: skip
 
 
-def _protocol_part(runtime: Runtime, thread: str) -> None:
-    _step(f"6. protocol level: user_42 proposes and confirms a refund of {PROTOCOL_ORDER}")
+def _protocol_part(runtime: Runtime, thread: str, orders: tuple[str, str]) -> None:
+    first_order, protocol_order = orders
+    _step(f"6. protocol level: user_42 proposes and confirms a refund of {protocol_order}")
     service, executor = runtime.service, runtime.executor
+    args = {"order_id": protocol_order, **PROTOCOL_REFUND}
     proposal = service.propose(USER, thread_id=f"{thread}-protocol", tool_call_id="replay-demo",
-                               tool_name="refund_order", raw_args=PROTOCOL_ARGS)  # fmt: skip
+                               tool_name="refund_order", raw_args=args)  # fmt: skip
     console.print(preview_table(approval_request(proposal)))
     confirmed = service.decide(USER, Confirm(action="confirm", proposal_id=proposal.proposal_id))
     assert isinstance(confirmed, Confirmation)
@@ -175,9 +179,9 @@ def _protocol_part(runtime: Runtime, thread: str) -> None:
 
     for label, identity in REPLAYERS:
         present(label, identity)
-    _expect_refunds(runtime, PROTOCOL_ORDER, 0)
+    _expect_refunds(runtime, protocol_order, 0)
     present("user_42 presents the token", USER)
-    _expect_refunds(runtime, PROTOCOL_ORDER, 1)
+    _expect_refunds(runtime, protocol_order, 1)
     present("user_42 presents the same token again", USER)
     present("user_7 presents it after the success", REPLAYERS[0][1])
     if refused != ["subject_mismatch", "tenant_mismatch", "already_consumed", "subject_mismatch"]:
@@ -187,14 +191,16 @@ def _protocol_part(runtime: Runtime, thread: str) -> None:
     console.print(audit_table(rows, title=f"audit rows for {proposal.proposal_id}"))
 
     _step("7. what reached the provider")
-    first, second = _refunds(runtime, "ord_1001"), _refunds(runtime, PROTOCOL_ORDER)
+    first, second = _refunds(runtime, first_order), _refunds(runtime, protocol_order)
     if (first, second) != (1, 1):
-        raise DemoFailed(f"provider saw {first} refund(s) for ord_1001, {second} for ord_1002")
+        raise DemoFailed(
+            f"provider saw {first} refund(s) for {first_order}, {second} for {protocol_order}"
+        )
     console.print(
-        "[bold green]provider saw exactly 1 refund for ord_1001[/bold green] (the graph's "
-        "confirmed proposal; the free-text yes and the double confirm added 0)"
+        f"[bold green]provider saw exactly 1 refund for {first_order}[/bold green] (the "
+        "graph's confirmed proposal; the free-text yes and the double confirm added 0)"
     )
     console.print(
-        f"[bold green]provider saw exactly 1 refund for {PROTOCOL_ORDER}[/bold green] (the "
+        f"[bold green]provider saw exactly 1 refund for {protocol_order}[/bold green] (the "
         f"protocol-level proposal; {len(refused)} replays refused, 0 extra refunds)"
     )

@@ -81,7 +81,8 @@ def _writegate() -> list[str]:
 
 
 def test_every_subcommand_has_help(invoke: Callable[..., Any], cli_db: str) -> None:
-    for args in ([], ["demo"], ["chat"], ["threads"], ["db"], ["db", "setup"], ["db", "seed"]):
+    for args in ([], ["demo"], ["chat"], ["threads"], ["db"], ["db", "setup"], ["db", "seed"],
+                 ["db", "reset"]):  # fmt: skip
         result = invoke(cli_db, [*args, "--help"])
         assert result.exit_code == 0, (args, result.output)
         assert "Usage" in result.output
@@ -101,10 +102,58 @@ def test_demo_shows_receipt_and_refused_replays_and_can_run_again(cli_db: str) -
         assert "¥199.00" in out and "19900" in out
         for code in REPLAY_CODES:
             assert code in out, code
-        assert "provider saw exactly 1 refund for ord_1001" in out
+        assert "provider saw exactly 1 refund for ord_demo" in out
         assert "Traceback" not in done.stderr
-        assert _refunds(cli_db, "ord_1001") == 1
-        assert _refunds(cli_db, "ord_1002") == 1
+
+
+def test_demo_leaves_the_walkthrough_orders_as_seeded(seeded: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in NO_MODEL}
+    env.update(DATABASE_URL=seeded, COLUMNS="200")
+    done = subprocess.run(
+        [*_writegate(), "demo"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for order_id in ("ord_1001", "ord_1002"):
+        assert _refunds(seeded, order_id) == 0, order_id
+        row = _one(seeded, "SELECT refunded_minor, version FROM orders WHERE order_id = %s",
+                   (order_id,))  # fmt: skip
+        assert row == {"refunded_minor": 0, "version": 1}, order_id
+    query = "SELECT count(*) AS n FROM provider.refunds WHERE order_id LIKE 'ord\\_demo%%'"
+    assert int(_one(seeded, query)["n"]) == 2
+
+
+def test_db_reset_makes_a_refunded_walkthrough_order_refundable_again(
+    invoke: Callable[..., Any], seeded: str
+) -> None:
+    with psycopg.connect(seeded, autocommit=True) as conn:
+        conn.execute("UPDATE orders SET refunded_minor = 19900, version = 2 "
+                     "WHERE order_id = 'ord_1001'")  # fmt: skip
+    result = invoke(seeded, ["db", "reset"])
+    assert result.exit_code == 0, result.output
+    row = _one(seeded, "SELECT refunded_minor, version FROM orders WHERE order_id = 'ord_1001'")
+    assert row == {"refunded_minor": 0, "version": 1}
+
+
+def test_db_reset_refuses_without_yes_when_another_tenant_has_rows(
+    invoke: Callable[..., Any], create_database: Callable[[], str]
+) -> None:
+    url = create_database()
+    assert invoke(url, ["db", "seed"]).exit_code == 0
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE orders SET refunded_minor = 100 WHERE order_id = 'ord_1001'")
+        conn.execute("INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor)"
+                     " VALUES ('ord_acme1', 'tenant_acme', 'u1', 'USD', 700)")  # fmt: skip
+    refused = invoke(url, ["db", "reset"])
+    assert refused.exit_code == 2
+    assert "1 row(s) that are not demo data" in _flat(refused.output)
+    assert "--yes" in refused.output and "Traceback" not in refused.output
+    row = _one(url, "SELECT refunded_minor FROM orders WHERE order_id = 'ord_1001'")
+    assert row == {"refunded_minor": 100}  # nothing changed
+    assert invoke(url, ["db", "reset", "--yes"]).exit_code == 0
+    row = _one(url, "SELECT refunded_minor FROM orders WHERE order_id = 'ord_1001'")
+    assert row == {"refunded_minor": 0}
+    other = _one(url, "SELECT payable_minor FROM orders WHERE order_id = 'ord_acme1'")
+    assert other == {"payable_minor": 700}  # the other tenant's row is untouched
 
 
 @pytest.mark.parametrize("command", [["reconcile"], ["serve", "--port", "0"]])
