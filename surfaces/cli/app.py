@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import psycopg
 import typer
 
 from writegate.approval.errors import WritegateError
@@ -54,4 +55,13 @@ def run(app: typer.Typer) -> None:
     except (DatabaseUnavailable, MigrationError, PolicyError, WritegateError) as exc:
         # escaped: a policy error names tables such as [points], which are not markup
         err_console.print(f"[red]error:[/red] {markup_safe(exc)}", soft_wrap=True)
+        raise SystemExit(2) from exc
+    except psycopg.OperationalError as exc:
+        # the server went away or refused us mid-command: its first line, not a traceback
+        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        err_console.print(
+            f"[red]error:[/red] the database connection failed ({markup_safe(first)}); "
+            "check that PostgreSQL runs and DATABASE_URL is right",
+            soft_wrap=True,
+        )
         raise SystemExit(2) from exc

@@ -15,7 +15,10 @@ err_console = Console(stderr=True)
 def database_url() -> str:
     """Resolve the database or exit with the message that says what to set."""
     try:
-        return resolve_database_url()
+        return resolve_database_url(
+            check_url=True,
+            notify=lambda message: err_console.print(f"[dim]{markup_safe(message)}[/dim]"),
+        )
     except DatabaseUnavailable as exc:
-        err_console.print(f"[red]error:[/red] {markup_safe(exc)}")
+        err_console.print(f"[red]error:[/red] {markup_safe(exc)}", soft_wrap=True)
         raise typer.Exit(2) from exc

@@ -8,6 +8,7 @@ pointed at a fresh test database and no model key, so the scripted model answers
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -17,10 +18,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from typer.testing import CliRunner
 
 from writegate.__main__ import command
+from writegate.checkpoints.database import with_database
 from writegate.checkpoints.migrate import setup_database
 from writegate.surfaces.cli.common import console
 from writegate.tools.seed import reset_demo, seed_demo
@@ -262,3 +266,61 @@ def test_chat_sends_no_text_with_control_characters(
     assert result.output.count("I only understand a few requests") == 1
     assert _one(seeded, "SELECT count(*) AS n FROM wg_proposals WHERE thread_id = %s",
                 (thread,))["n"] == 0  # fmt: skip
+
+
+def _run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in NO_MODEL}
+    env.update(DATABASE_URL=url, COLUMNS="200")
+    return subprocess.run(
+        [*_writegate(), *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.fixture
+def missing_database(test_server_url: str) -> Iterator[str]:
+    """A URL naming a database that does not exist yet; dropped afterwards if created."""
+    name = f"writegate_missing_{uuid.uuid4().hex[:10]}"
+    yield with_database(test_server_url, name)
+    with psycopg.connect(test_server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(name)))  # fmt: skip
+
+
+def test_db_setup_creates_a_missing_database_and_says_so(missing_database: str) -> None:
+    done = _run_cli(missing_database, "db", "setup")
+    assert done.returncode == 0, done.stdout + done.stderr
+    name = conninfo_to_dict(missing_database)["dbname"]
+    assert f"created database {name!r}" in _flat(done.stdout + done.stderr)
+    assert "Traceback" not in done.stderr
+    with psycopg.connect(missing_database) as conn:
+        assert conn.execute("SELECT to_regclass('wg_proposals')").fetchone() == ("wg_proposals",)
+
+
+def test_a_missing_database_that_may_not_be_created_is_one_line(
+    missing_database: str, test_server_url: str
+) -> None:
+    role = f"wg_nocreate_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(test_server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOCREATEDB").format(sql.Identifier(role)))
+    try:
+        url = make_conninfo(missing_database, user=role)
+        for command in (["db", "setup"], ["threads"], ["chat"]):
+            done = _run_cli(url, *command)
+            lines = done.stderr.strip().splitlines()
+            assert done.returncode == 2, (command, done.stdout + done.stderr)
+            assert len(lines) == 1 and lines[0].startswith("error:"), (command, done.stderr)
+            assert "createdb" in lines[0] and "DATABASE_URL" in lines[0], lines[0]
+    finally:
+        with psycopg.connect(test_server_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+def test_an_unreachable_server_is_one_line() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = _run_cli(f"postgresql://nobody@127.0.0.1:{port}/writegate", "db", "setup")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
+    assert "DATABASE_URL" in lines[0]
