@@ -5,6 +5,10 @@ a chat can be left and resumed later by its thread id; approvals still pending a
 asked first. An approval is answered at its own explicit prompt (confirm, decline,
 cancel, edit, or later to leave it pending), never from the chat box: "yes" typed in
 the chat is a message to the model and confirms nothing.
+
+On a database with no data at all, the first chat loads the demo data (so the README's
+"refund ord_1001" works); on one holding other data, it says `writegate db seed` is
+needed instead of writing demo rows into it.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ def chat(
     with reported_errors(err_console):
         runtime = Runtime.open(url)
     with runtime:
+        _offer_demo_data(runtime, tenant)
         graph = build_graph(runtime, checkpointer=runtime.checkpointer)
         config: Any = {"configurable": {"thread_id": thread_id, "user_id": user,
                                         "tenant_id": tenant}}  # fmt: skip
@@ -70,6 +75,24 @@ def chat(
         with contextlib.suppress(LeaveChat):
             _loop(graph, config)
         console.print(f"bye. resume with: writegate chat --thread {shown_thread}")
+
+
+def _offer_demo_data(runtime: Runtime, tenant: str) -> None:
+    """Seed the demo tenant on first use of an empty database, else say how to."""
+    from writegate.tools.seed import DEMO_TENANT, foreign_rows, has_demo_data, seed_demo
+
+    if tenant != DEMO_TENANT:
+        return
+    with runtime.pool.connection() as conn, conn.transaction():
+        if has_demo_data(conn):
+            return
+        if foreign_rows(conn) == 0:
+            seed_demo(conn)
+            console.print("[dim]first use: loaded the demo data (user_42 owns ord_1001, "
+                          "¥199.00); `writegate db reset` restores it later[/dim]")  # fmt: skip
+            return
+    console.print("[yellow]the demo data is not loaded here: run `writegate db seed` "
+                  "to try the examples (ord_1001, ...)[/yellow]")  # fmt: skip
 
 
 def _loop(graph: Any, config: Any) -> None:

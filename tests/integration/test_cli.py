@@ -324,3 +324,28 @@ def test_an_unreachable_server_is_one_line() -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
     assert "DATABASE_URL" in lines[0]
+
+
+def test_chat_on_a_fresh_database_seeds_the_demo_and_answers_the_readme_example(
+    invoke: Callable[..., Any], create_database: Callable[[], str]
+) -> None:
+    url = create_database()  # not even `db setup` has run
+    result = invoke(url, ["chat"], "refund ord_1001 because it arrived broken\nlater\n")
+    out = _flat(result.output)
+    assert result.exit_code == 0, result.output
+    assert "loaded the demo data" in out
+    assert "Approval needed: Refund order ord_1001" in out and "not_found" not in out
+
+
+def test_chat_on_a_database_with_other_data_says_db_seed_is_needed(
+    invoke: Callable[..., Any], create_database: Callable[[], str]
+) -> None:
+    url = create_database()
+    setup_database(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor)"
+                     " VALUES ('ord_acme1', 'tenant_acme', 'u1', 'USD', 700)")  # fmt: skip
+    result = invoke(url, ["chat"], "/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "writegate db seed" in _flat(result.output)
+    assert _one(url, "SELECT count(*) AS n FROM orders") == {"n": 1}  # nothing was seeded
