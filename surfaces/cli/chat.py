@@ -33,6 +33,7 @@ from writegate.surfaces.cli.render import (
     reported_errors,
 )
 from writegate.surfaces.cli.terminal import markup_safe
+from writegate.tools.money import CURRENCIES, AmountError, format_major, format_minor, parse_major
 
 DECISIONS = ("confirm", "decline", "cancel", "edit", "later")
 QUIT = ("/quit", "/exit")
@@ -100,7 +101,7 @@ def _loop(graph: Any, config: Any) -> None:
     history = state.values.get("messages", []) if state.values else []
     if history:
         console.print(f"[dim]resuming: {len(history)} message(s) so far; the last ones:[/dim]")
-        print_messages(console, history[-3:])
+        print_messages(console, history[-3:], context=history)
     pending = _in_order(state.interrupts)
     if pending:
         console.print(f"[bold yellow]{len(pending)} approval(s) waiting for you[/bold yellow]")
@@ -192,10 +193,11 @@ def _edit_args(request: dict[str, Any]) -> dict[str, Any]:
     fields = (request.get("preview") or {}).get("fields", [])
     displays = {f["name"]: str(f.get("display")) for f in fields if f.get("name") in args}
     order = [*displays, *(name for name in args if name not in displays)]
-    return {name: _ask_value(name, args[name], displays.get(name)) for name in order}
+    currency = str(args.get("currency", ""))
+    return {name: _ask_value(name, args[name], displays.get(name), currency) for name in order}
 
 
-def _ask_value(name: str, current: Any, display: str | None) -> Any:
+def _ask_value(name: str, current: Any, display: str | None, currency: str) -> Any:
     shown = repr(current) + (f" = {display}" if display and display != str(current) else "")
     while True:
         text = _read(markup_safe(f"  {name} (now {shown}; Enter keeps it): "))
@@ -203,8 +205,21 @@ def _ask_value(name: str, current: Any, display: str | None) -> Any:
             return current
         if not isinstance(current, int) or isinstance(current, bool):
             return text
-        try:
-            return int(text)  # integers stay integers: amounts are minor units
-        except ValueError:
-            shown = markup_safe(name)
-            console.print(f"[yellow]{shown} takes an integer (minor units, e.g. 19900)[/yellow]")
+        if text.isdigit():
+            return int(text)  # a bare integer keeps its old meaning: minor units
+        if name.endswith("_minor") and currency in CURRENCIES:
+            try:
+                return parse_major(text, currency)  # "10.00", "$10.00": exact, via Decimal
+            except AmountError as exc:
+                hint = _integer_hint(name, currency)
+                console.print(f"[yellow]{markup_safe(exc)}: {markup_safe(hint)}[/yellow]")
+                continue
+        console.print(f"[yellow]{markup_safe(_integer_hint(name, currency))}[/yellow]")
+
+
+def _integer_hint(name: str, currency: str) -> str:
+    if name.endswith("_minor") and currency in CURRENCIES:
+        example = format_minor(1000, currency)
+        return (f"{name} takes an integer of minor units (1000) or an amount in "
+                f"{currency} ({example} or {format_major(1000, currency)})")  # fmt: skip
+    return f"{name} takes an integer"

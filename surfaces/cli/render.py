@@ -138,8 +138,33 @@ def is_receipt(body: Mapping[str, Any]) -> bool:
     return "execution_id" in body and "request_key" in body and "status" in body
 
 
-def message_renderable(message: BaseMessage) -> RenderableType | None:
-    """One conversation message, or None for what a person need not see."""
+def executed_args(messages: Iterable[BaseMessage]) -> dict[str, dict[str, Any]]:
+    """Per tool call id, the values its receipt reports (what ran, after any edit)."""
+    found: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            body = tool_content(message)
+            if is_receipt(body) and isinstance(body.get("result"), Mapping):
+                found[message.tool_call_id] = dict(body["result"])
+    return found
+
+
+def _call_line(call: Mapping[str, Any], executed: Mapping[str, Any] | None) -> Text:
+    """The model's call with the values that ran: an edit replaces the model's values."""
+    args = dict(call["args"])
+    edited = [k for k in args if executed and k in executed and executed[k] != args[k]]
+    for key in edited:
+        args[key] = executed[key] if executed else args[key]
+    shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    note = f"  (edited by the approver: {', '.join(edited)})" if edited else ""
+    return inert(f"  model calls {call['name']}({shown}){note}", style="dim")
+
+
+def message_renderable(
+    message: BaseMessage, executed: Mapping[str, Mapping[str, Any]] | None = None
+) -> RenderableType | None:
+    """One conversation message, or None for what a person need not see. `executed`
+    (from `executed_args`) lets a tool call show the values that ran."""
     if isinstance(message, HumanMessage):
         return Text.assemble(("you: ", "bold cyan"), clean(message.text))
     if isinstance(message, AIMessage):
@@ -147,8 +172,8 @@ def message_renderable(message: BaseMessage) -> RenderableType | None:
         if message.text:
             parts.append(Text.assemble(("assistant: ", "bold magenta"), clean(message.text)))
         for call in message.tool_calls:
-            args = ", ".join(f"{k}={v!r}" for k, v in call["args"].items())
-            parts.append(inert(f"  model calls {call['name']}({args})", style="dim"))
+            ran = (executed or {}).get(str(call.get("id")))
+            parts.append(_call_line(call, ran))
         return Group(*parts) if parts else None
     if isinstance(message, ToolMessage):
         body = tool_content(message)
@@ -160,13 +185,23 @@ def message_renderable(message: BaseMessage) -> RenderableType | None:
     return None
 
 
-def render_messages(messages: Iterable[BaseMessage]) -> list[RenderableType]:
-    return [r for r in (message_renderable(m) for m in messages) if r is not None]
+def render_messages(
+    messages: Iterable[BaseMessage], context: Iterable[BaseMessage] | None = None
+) -> list[RenderableType]:
+    """`messages` rendered; `context` (the whole thread) supplies the receipts of calls
+    whose results fall outside `messages`."""
+    shown = list(messages)
+    executed = executed_args([*(context or ()), *shown])
+    return [r for r in (message_renderable(m, executed) for m in shown) if r is not None]
 
 
-def print_messages(console: Console, messages: Iterable[BaseMessage]) -> None:
+def print_messages(
+    console: Console,
+    messages: Iterable[BaseMessage],
+    context: Iterable[BaseMessage] | None = None,
+) -> None:
     """One message per line (console.print(*many) would run short ones together)."""
-    for renderable in render_messages(messages):
+    for renderable in render_messages(messages, context):
         console.print(renderable)
 
 

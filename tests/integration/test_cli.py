@@ -349,3 +349,19 @@ def test_chat_on_a_database_with_other_data_says_db_seed_is_needed(
     assert result.exit_code == 0, result.output
     assert "writegate db seed" in _flat(result.output)
     assert _one(url, "SELECT count(*) AS n FROM orders") == {"n": 1}  # nothing was seeded
+
+
+def test_chat_edit_takes_the_amount_in_major_units_and_history_shows_the_edit(
+    invoke: Callable[..., Any], seeded: str
+) -> None:
+    thread = f"chat-{uuid.uuid4().hex[:8]}"
+    stdin = "refund ord_1002 because late\nedit\n\n$10.001\n10.00\n\n\nconfirm\n"
+    result = invoke(seeded, ["chat", "--thread", thread], stdin)
+    out = _flat(result.output)
+    assert result.exit_code == 0, result.output
+    assert "USD has 2 decimal place(s)" in out  # $10.001 is refused, not rounded
+    paid = _one(seeded, "SELECT amount_minor FROM provider.refunds WHERE order_id = 'ord_1002'")
+    assert paid["amount_minor"] == 1000
+    again = _flat(invoke(seeded, ["chat", "--thread", thread], "/quit\n").output)
+    assert "amount_minor=1000" in again and "edited" in again
+    assert "amount_minor=4500" not in again
