@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 from rich.console import Console
 
 from writegate.checkpoints.database import DatabaseUnavailable, resolve_database_url
 from writegate.surfaces.cli.terminal import markup_safe
 
-console = Console()
-err_console = Console(stderr=True)
+# With no terminal anywhere (output piped, no COLUMNS), rich would assume 80 columns
+# and split table cells; lay out this wide instead, and never wrap plain lines.
+UNBOUNDED_WIDTH = 240
+
+
+def output_width() -> int | None:
+    """None when rich can learn the width itself (COLUMNS, or any standard stream is a
+    terminal, e.g. `writegate demo | less`); else `UNBOUNDED_WIDTH`."""
+    if os.environ.get("COLUMNS", "").strip().isdigit():
+        return None
+    for stream in (sys.__stdout__, sys.__stderr__, sys.__stdin__):
+        try:
+            os.get_terminal_size(stream.fileno())  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):
+            continue
+        return None
+    return UNBOUNDED_WIDTH
+
+
+def _console(*, stderr: bool = False) -> Console:
+    width = output_width()
+    return Console(stderr=stderr, width=width, soft_wrap=width is not None)
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 def database_url() -> str:

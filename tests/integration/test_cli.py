@@ -365,3 +365,19 @@ def test_chat_edit_takes_the_amount_in_major_units_and_history_shows_the_edit(
     again = _flat(invoke(seeded, ["chat", "--thread", thread], "/quit\n").output)
     assert "amount_minor=1000" in again and "edited" in again
     assert "amount_minor=4500" not in again
+
+
+def test_piped_output_does_not_wrap_at_80_columns(seeded: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in (*NO_MODEL, "COLUMNS", "LINES")}
+    env["DATABASE_URL"] = seeded
+    done = subprocess.run(
+        [*_writegate(), "chat"], env=env, input="refund ord_1002 because late\nlater\n",
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    for cell in (
+        "Order ord_1002 (ending 1002), shipped to 1 Market St, San Francisco",
+        "$45.00 goes back to the original payment method; refundable balance after",
+    ):
+        assert any(cell in line for line in lines), done.stdout  # one table cell, one line
