@@ -42,6 +42,7 @@ class Tier:
     retype: bool = False
     second_approver: bool = False
     token_ttl: timedelta | None = None  # None: the policy's token_ttl
+    proposal_ttl: timedelta | None = None  # None: the policy's proposal_ttl
 
     def requirements(self) -> dict[str, Any]:
         """What a person had to do; two tiers with equal requirements are the same tier."""
@@ -145,6 +146,9 @@ def _parse(data: dict[str, Any]) -> Policy:
             retype=bool(t.get("retype", False)),
             second_approver=bool(t.get("second_approver", False)),
             token_ttl=_seconds(t["token_ttl_seconds"]) if "token_ttl_seconds" in t else None,
+            proposal_ttl=(
+                _seconds(t["proposal_ttl_seconds"]) if "proposal_ttl_seconds" in t else None
+            ),
         )
         for t in data["tiers"]
     )

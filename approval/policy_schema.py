@@ -47,6 +47,7 @@ _TIER: dict[str, Any] = {
     "retype": bool,
     "second_approver": bool,
     "token_ttl_seconds": int,
+    "proposal_ttl_seconds": int,
 }
 
 

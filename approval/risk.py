@@ -51,12 +51,14 @@ class Assessment:
     def confirmation(self, policy: Policy) -> dict[str, Any]:
         """The preview's `confirmation` block: the tier, why, and what it asks of people."""
         ttl = self.tier.token_ttl or policy.token_ttl
+        waits = self.tier.proposal_ttl or policy.proposal_ttl
         block: dict[str, Any] = {
             "tier": self.tier.name,
             "score": self.score,
             "reasons": list(self.reasons),
             "second_approver": self.tier.second_approver,
             "token_ttl_seconds": int(ttl.total_seconds()),
+            "proposal_ttl_seconds": int(waits.total_seconds()),
             "policy_version": policy.version,
         }
         if self.tier.retype and self.retype_field:

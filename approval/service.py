@@ -223,7 +223,8 @@ class ApprovalService:
             request_key=f"{spec.name}:{identity.tenant_id}:{seen.resource}:{proposal_id}",
             status=ProposalStatus.AWAITING,
             created_at=now,
-            expires_at=now + self.policy.proposal_ttl,
+            # the tier's own time to live (a second approver may need longer), else the policy's
+            expires_at=now + (risk.tier.proposal_ttl or self.policy.proposal_ttl),
             tier=risk.tier.name,
             risk=risk.to_dict(),
         )

@@ -28,6 +28,7 @@ from writegate.graph.runtime import Runtime
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import (
     error_panel,
+    expiry_text,
     preview_table,
     print_messages,
     reported_errors,
@@ -180,7 +181,9 @@ def _decide(request: dict[str, Any]) -> dict[str, Any]:
             f"Type one of: {', '.join(DECISIONS)}"
         )
     if choice == "later":
-        console.print("[dim]left pending; nothing was sent. It waits in the database.[/dim]")
+        until = markup_safe(expiry_text(request.get("expires_at", "")))
+        console.print(f"[dim]left pending until {until}; nothing was sent. It waits in the "
+                      "database; after that it expires and nothing runs.[/dim]")  # fmt: skip
         raise LeaveChat
     if choice == "edit":
         return {"action": "edit", "proposal_id": proposal_id, "args": _edit_args(request)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import typer
@@ -89,6 +90,15 @@ def preview_table(request: Mapping[str, Any]) -> Table:
     table.add_row("expires", inert(request.get("expires_at", "")), "")
     table.add_row("proposal", inert(request.get("proposal_id", "")), "")
     return table
+
+
+def expiry_text(value: Any) -> str:
+    """An RFC 3339 expiry as "2026-11-30 15:26:01 UTC" (the server's clock decides)."""
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return clean(value)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def error_panel(error: Mapping[str, Any], *, title: str = "refused") -> Panel:

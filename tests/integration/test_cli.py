@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -381,3 +382,12 @@ def test_piped_output_does_not_wrap_at_80_columns(seeded: str) -> None:
         "$45.00 goes back to the original payment method; refundable balance after",
     ):
         assert any(cell in line for line in lines), done.stdout  # one table cell, one line
+
+
+def test_later_says_until_when_the_approval_waits(invoke: Callable[..., Any], seeded: str) -> None:
+    thread = f"chat-{uuid.uuid4().hex[:8]}"
+    result = invoke(seeded, ["chat", "--thread", thread], "refund ord_1001 because late\nlater\n")
+    assert result.exit_code == 0, result.output
+    row = _one(seeded, "SELECT expires_at FROM wg_proposals WHERE thread_id = %s", (thread,))
+    shown = row["expires_at"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert f"left pending until {shown}" in _flat(result.output)

@@ -40,6 +40,7 @@ from tests.integration.tier_helpers import (
     open_runtime,
     policy_with,
     propose_refund,
+    refund_args,
     refunds_of,
     server_now,
     token_of,
@@ -48,7 +49,8 @@ from tests.integration.tier_helpers import (
 from writegate.__main__ import command
 from writegate.approval import errors
 from writegate.approval.models import Identity, ProposalStatus
-from writegate.approval.service import Confirmation
+from writegate.approval.policy import parse_policy
+from writegate.approval.service import ApprovalService, Confirmation
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.cli.common import console
 
@@ -375,3 +377,30 @@ def test_graph_retype_refusal_keeps_the_question_and_low_trust_raises_the_tier(r
     out = graph.invoke(Command(resume=right), cfg)
     assert tool_content(tool_messages(out)[0])["status"] == "succeeded"
     assert refunds_of(rt, order) == 1
+
+
+def test_a_tier_can_give_its_proposals_a_longer_time_to_live(rt):
+    data = default_policy_data()
+    data["version"] = "ttl-" + secrets.token_hex(3)
+    for tier in data["tiers"]:
+        if tier["name"] == "second_approver":
+            tier["proposal_ttl_seconds"] = 86400  # a second approver may take a day
+    policy = parse_policy(data)
+    service = ApprovalService(rt.store, rt.registry, policy)
+    small = service.propose(REQUESTER, thread_id="th_ttl1", tool_call_id="c1",
+                            tool_name="refund_order",
+                            raw_args=refund_args(new_order(rt, 19900), 19900))  # fmt: skip
+    large = service.propose(REQUESTER, thread_id="th_ttl2", tool_call_id="c2",
+                            tool_name="refund_order",
+                            raw_args=refund_args(new_order(rt, 600000), 600000))  # fmt: skip
+    assert (small.tier, large.tier) == ("one_click", "second_approver")
+    assert small.expires_at - small.created_at == timedelta(seconds=900)
+    assert large.expires_at - large.created_at == timedelta(days=1)
+    assert large.preview["confirmation"]["proposal_ttl_seconds"] == 86400
+
+
+def test_an_unknown_key_in_a_tier_is_still_refused():
+    data = default_policy_data()
+    data["tiers"][0]["proposal_ttl"] = 60
+    with pytest.raises(ValueError, match="proposal_ttl"):
+        parse_policy(data)
