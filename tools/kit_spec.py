@@ -65,10 +65,20 @@ class PreviewField:
     name: str
     value: Any
     display: str | None = None
+    label: str | None = None  # the word a person reads ("Amount"), instead of the name
+    options: Sequence[str] | None = None  # a closed set: the page edits it with a select
+    identifies: bool = False  # names the target: changing it would be another operation
 
     def to_dict(self) -> dict[str, Any]:
         shown = self.display if self.display is not None else _shown(self.value)
-        return {"name": self.name, "value": self.value, "display": shown}
+        out: dict[str, Any] = {"name": self.name, "value": self.value, "display": shown}
+        if self.label is not None:
+            out["label"] = self.label
+        if self.options is not None:
+            out["options"] = list(self.options)
+        if self.identifies:
+            out["identifies"] = True
+        return out
 
 
 @dataclass(frozen=True)

@@ -234,10 +234,33 @@ class RefundOrder(Tool):
             operation=self.name,
             target=target,
             fields=[
-                {"name": "order_id", "value": args["order_id"], "display": args["order_id"]},
-                {"name": "amount_minor", "value": amount, "display": shown},
-                {"name": "currency", "value": currency, "display": describe_currency(currency)},
-                {"name": "reason", "value": args["reason"], "display": args["reason"]},
+                {
+                    "name": "order_id",
+                    "label": "Order",
+                    "value": args["order_id"],
+                    "display": args["order_id"],
+                    "identifies": True,
+                },
+                {
+                    "name": "amount_minor",
+                    "label": "Amount",
+                    "value": amount,
+                    "display": shown,
+                    "money_of": "currency",
+                },
+                {
+                    "name": "currency",
+                    "label": "Currency",
+                    "value": currency,
+                    "display": describe_currency(currency),
+                    "options": list(CURRENCY_CODES),
+                },
+                {
+                    "name": "reason",
+                    "label": "Reason",
+                    "value": args["reason"],
+                    "display": args["reason"],
+                },
             ],
             impact=(
                 f"{shown} goes back to the original payment method; "

@@ -18,6 +18,7 @@ from writegate.tools.tickets import (
     NEW_TICKET_RESOURCE,
     NEXT_TICKET_NUMBER_SQL,
     SELECT_TICKET_BY_REQUEST_SQL,
+    TICKET_STATUSES,
     TRANSITIONS,
     UPDATE_TICKET_STATUS_SQL,
     Description,
@@ -48,8 +49,14 @@ def _preview_update(args: dict[str, Any], *, facts: dict[str, Any]) -> ToolPrevi
         title=f"Update ticket {ticket['ticket_id']}",
         target=f"Ticket {ticket['ticket_id']} “{ticket['title']}”",
         fields=[
-            PreviewField("ticket_id", args["ticket_id"]),
-            PreviewField("status", new, f"{label(new)} (now {label(old)})"),
+            PreviewField("ticket_id", args["ticket_id"], label="Ticket", identifies=True),
+            PreviewField(
+                "status",
+                new,
+                f"{label(new)} (now {label(old)})",
+                label="New status",
+                options=TICKET_STATUSES,
+            ),
         ],
         impact=f"Status changes from {label(old)} to {label(new)}.",
     )
@@ -95,8 +102,8 @@ def _preview_create(args: dict[str, Any]) -> ToolPreview:
         title="Create a support ticket",
         target="A new ticket in your queue",
         fields=[
-            PreviewField("title", args["title"]),
-            PreviewField("description", args["description"]),
+            PreviewField("title", args["title"], label="Title"),
+            PreviewField("description", args["description"], label="Description"),
         ],
         impact="A new ticket is opened with status Open.",
     )

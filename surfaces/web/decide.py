@@ -31,6 +31,7 @@ from writegate.approval.models import DECIDABLE, Identity, ProposalStatus
 from writegate.approval.outcomes import execution_outcome, proposal_error
 from writegate.checkpoints.http_store import HttpStore
 from writegate.graph.runtime import Runtime
+from writegate.surfaces.web.amounts import minor_units
 from writegate.surfaces.web.errors import Refused, error_body, status_for
 from writegate.surfaces.web.inputs import EditIn
 from writegate.surfaces.web.runner import Runner
@@ -52,6 +53,10 @@ class Decisions:
     ) -> tuple[int, dict[str, Any]]:
         """The HTTP status and body for one click."""
         proposal = self.rt.service.get_proposal(identity, proposal_id)  # 404 if not theirs
+        if isinstance(decision, EditIn):  # "25.00" typed on the page: exact minor units
+            decision = decision.model_copy(
+                update={"args": minor_units(decision.args, proposal.args)}
+            )
         value = {**decision.model_dump(exclude_none=True), "proposal_id": proposal_id}
         edited: str | None = None
         try:

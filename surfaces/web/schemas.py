@@ -40,6 +40,20 @@ class PreviewField(OutModel):
     name: str
     value: Any = Field(description="Machine value, exactly what executes.")
     display: str = Field(description="For eyes only; never feeds execution.")
+    label: str = Field(default="", description="The field in words, e.g. 'Amount'.")
+    editable: bool = Field(
+        default=True,
+        description="False for the id that names the target: changing it is another operation.",
+    )
+    options: list[str] | None = Field(default=None, description="The closed set it takes.")
+    currency: str | None = Field(
+        default=None, description="For an amount in minor units: the currency it is in."
+    )
+    edit_value: str | None = Field(
+        default=None,
+        description="The value as a person edits it: an amount in major units ('25.00'). "
+        "An edit may send this form as a string; the server converts it exactly.",
+    )
 
 
 class RefusalInfo(OutModel):
@@ -57,6 +71,7 @@ class ConfirmationInfo(OutModel):
     second_approver: bool = False
     retype_field: str | None = None
     retype_hint: str | None = None
+    summary: str = Field(default="", description="The tier in words, with why.")
 
 
 class ApprovalView(OutModel):

@@ -22,6 +22,7 @@ from writegate.surfaces.web.schemas import (
     ToolCallView,
 )
 from writegate.surfaces.web.schemas import Receipt as ReceiptOut
+from writegate.tools.money import CURRENCIES, format_major
 
 # Statuses in which the requester may still have a question to answer: before their
 # confirm, while a second approver decides, and after the approval until they confirm.
@@ -60,7 +61,7 @@ def approval_view(
         requested_by=row["subject"],
         title=str(preview.get("title", row["operation"])),
         target=str(preview.get("target", row["resource"])),
-        fields=[PreviewField(**f) for f in preview.get("fields", [])],
+        fields=[field_view(f, row["resource"], preview) for f in preview.get("fields", [])],
         impact=str(preview.get("impact", "")),
         side_effect=str(preview.get("side_effect", "")),
         irreversible=bool(preview.get("irreversible", False)),
@@ -78,6 +79,61 @@ def approval_view(
     )
 
 
+def field_view(field: dict[str, Any], resource: str, preview: dict[str, Any]) -> PreviewField:
+    """One preview field for a person: its label, whether it may change, its closed set,
+    and an amount's editable form in major units (converted exactly, never via float)."""
+    name, value = str(field["name"]), field.get("value")
+    currency = _currency_of(field, preview)
+    # The id naming the target (order_id of "order:ord_1"): another id is another operation.
+    names_target = bool(field.get("identifies")) or (
+        isinstance(value, str) and resource.endswith(f":{value}")
+    )
+    return PreviewField(
+        name=name,
+        value=value,
+        display=str(field.get("display", "")),
+        label=str(field.get("label") or _label(name)),
+        editable=not names_target,
+        options=list(field["options"]) if field.get("options") else None,
+        currency=currency,
+        edit_value=format_major(value, currency) if currency and isinstance(value, int) else None,
+    )
+
+
+def _currency_of(field: dict[str, Any], preview: dict[str, Any]) -> str | None:
+    source = field.get("money_of")
+    if not source:
+        return None
+    for other in preview.get("fields", []):
+        if other.get("name") == source and other.get("value") in CURRENCIES:
+            return str(other["value"])
+    return None
+
+
+def _label(name: str) -> str:
+    """amount_minor -> "Amount", ticket_id -> "Ticket", shipping_address -> "Shipping address"."""
+    words = name.removesuffix("_minor").removesuffix("_id").replace("_", " ").strip()
+    return words[:1].upper() + words[1:] if words else name
+
+
+_TIER_WORDS = {"one_click": "One click confirms", "retype": "Retype to confirm"}
+
+
+def _summary(block: dict[str, Any]) -> str:
+    """ "Needs a second approver: amount ¥6,000.00, irreversible" (points left out)."""
+    tier = str(block["tier"])
+    if block.get("second_approver"):
+        words = "Needs a second approver"
+    else:
+        words = _TIER_WORDS.get(tier, tier.replace("_", " ").capitalize())
+    why = [
+        str(r).rsplit(" (", 1)[0]
+        for r in block.get("reasons") or []
+        if not str(r).startswith("score ")
+    ]
+    return f"{words}: {', '.join(why)}" if why else words
+
+
 def _confirmation(block: dict[str, Any] | None) -> ConfirmationInfo | None:
     if not block or "tier" not in block:
         return None
@@ -87,6 +143,7 @@ def _confirmation(block: dict[str, Any] | None) -> ConfirmationInfo | None:
         second_approver=bool(block.get("second_approver")),
         retype_field=block.get("retype_field"),
         retype_hint=block.get("retype_hint"),
+        summary=_summary(block),
     )
 
 

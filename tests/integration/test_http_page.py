@@ -186,7 +186,9 @@ def test_edit_replaces_the_card_with_a_new_preview(
     order = new_order(url)
     card = sign_in_and_ask(page, site, key, f"refund 8.00 CNY of {order} because of a dent")
     card.locator("button.edit").click()
-    card.locator(".edit-fields input[name=amount_minor]").fill("300")
+    amount = card.locator(".edit-fields input[name=amount_minor]")
+    expect(amount).to_have_value("8.00")  # major units, as the card shows ¥8.00
+    amount.fill("3.00")
     card.locator(".submit-edit").click()
     expect(card).to_have_attribute("data-status", "superseded")
     waiting = page.locator(".card[data-status=awaiting_confirmation]")

@@ -297,7 +297,8 @@ function buildCard(approval) {
   const rows = approval.fields.map((f) => {
     const row = document.createElement("tr");
     const name = document.createElement("th");
-    name.textContent = f.name;
+    name.textContent = f.label || f.name;
+    name.title = f.name;
     const value = document.createElement("td");
     value.textContent = f.display;
     value.className = `field-${f.name}`;
@@ -311,10 +312,15 @@ function buildCard(approval) {
   if (approval.external) flags.push("Reaches an external system");
   $(".flags", el).textContent = flags.join(" · ");
   $(".flags", el).classList.toggle("warn", approval.irreversible);
+  $(".asked-by", el).textContent = approval.requested_by;
+  $(".asked-at", el).textContent = approval.created_at ? new Date(approval.created_at).toLocaleString() : "";
+  $(".thread", el).textContent = approval.thread_id;
+  $(".proposal-id", el).textContent = approval.proposal_id;
+  $(".copy-id", el).addEventListener("click", () => copyText($(".copy-id", el), approval.proposal_id));
   const tier = approval.confirmation;
   if (tier) {
-    const why = tier.reasons.length ? ` — ${tier.reasons.join("; ")}` : "";
-    $(".tier", el).textContent = `Confirmation tier: ${tier.tier.replaceAll("_", " ")}${why}`;
+    $(".tier", el).textContent = tier.summary || tier.tier.replaceAll("_", " ");
+    $(".tier", el).title = tier.reasons.join("; ");
     if (tier.retype_field) $(".retype-hint", el).textContent = `To confirm, ${tier.retype_hint}`;
   }
   $(".confirm", el).addEventListener("click", () => decide(card, "confirm"));
@@ -326,6 +332,11 @@ function buildCard(approval) {
     submitEdit(card);
   });
   return card;
+}
+
+function copyText(button, text) {
+  const done = () => { button.textContent = "Copied"; };
+  if (navigator.clipboard) navigator.clipboard.writeText(text).then(done, () => {});
 }
 
 function isOpen(card) {
@@ -497,11 +508,30 @@ function openEdit(card) {
   const form = $(".edit-form", card.el);
   const inputs = card.approval.fields.map((f) => {
     const label = document.createElement("label");
-    label.textContent = f.name;
-    const input = document.createElement("input");
+    label.textContent = f.currency ? `${f.label || f.name} (${f.currency})` : f.label || f.name;
+    let input;
+    if (f.options) {
+      input = document.createElement("select");
+      for (const option of f.options) {
+        const item = document.createElement("option");
+        item.value = option;
+        item.textContent = option.replaceAll("_", " ");
+        item.selected = option === f.value;
+        input.append(item);
+      }
+      input.dataset.kind = "string";
+    } else {
+      input = document.createElement("input");
+      // an amount is edited as shown, in major units; the server converts it exactly
+      input.dataset.kind = f.edit_value != null ? "string" : typeof f.value;
+      input.value = f.edit_value ?? (typeof f.value === "string" ? f.value : JSON.stringify(f.value));
+      if (f.edit_value != null) input.inputMode = "decimal";
+    }
     input.name = f.name;
-    input.dataset.kind = typeof f.value;
-    input.value = typeof f.value === "string" ? f.value : JSON.stringify(f.value);
+    if (!f.editable) {
+      input.disabled = true; // the target's id: another id would be another operation
+      input.dataset.fixed = JSON.stringify(f.value);
+    }
     label.append(input);
     return label;
   });
@@ -517,7 +547,11 @@ function closeEdit(card) {
 
 function submitEdit(card) {
   const args = {};
-  for (const input of card.el.querySelectorAll(".edit-fields input")) {
+  for (const input of card.el.querySelectorAll(".edit-fields input, .edit-fields select")) {
+    if (input.dataset.fixed !== undefined) {
+      args[input.name] = JSON.parse(input.dataset.fixed);
+      continue;
+    }
     if (input.dataset.kind === "string") {
       args[input.name] = input.value;
       continue;
