@@ -111,3 +111,30 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
     if error is not None:
         value["error"] = error.to_dict()
     return value
+
+
+def executed_values(messages: Any) -> dict[str, dict[str, Any]]:
+    """Per tool call id, the result its receipt reports: what ran, after any edit."""
+    found: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if not isinstance(message, ToolMessage):
+            continue
+        try:
+            body = json.loads(str(message.content))
+        except json.JSONDecodeError:
+            continue
+        receipt = isinstance(body, dict) and {"execution_id", "request_key"} <= body.keys()
+        if receipt and isinstance(body.get("result"), dict):
+            found[message.tool_call_id] = dict(body["result"])
+    return found
+
+
+def as_executed(
+    args: dict[str, Any], executed: dict[str, Any] | None
+) -> tuple[dict[str, Any], list[str]]:
+    """A call's arguments with the values that ran in place of the model's, and which
+    of them an approver's edit changed."""
+    if not executed:
+        return dict(args), []
+    edited = [k for k, v in args.items() if k in executed and executed[k] != v]
+    return {k: executed[k] if k in edited else v for k, v in args.items()}, edited

@@ -28,6 +28,7 @@ from rich.text import Text
 from writegate.approval.errors import WritegateError
 from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
+from writegate.graph.messages import as_executed, executed_values
 from writegate.surfaces.cli.terminal import clean, inert
 
 _AUDIT_LABELS = {"audit_id": "#", "tool_name": "tool", "error_code": "error"}
@@ -148,23 +149,9 @@ def is_receipt(body: Mapping[str, Any]) -> bool:
     return "execution_id" in body and "request_key" in body and "status" in body
 
 
-def executed_args(messages: Iterable[BaseMessage]) -> dict[str, dict[str, Any]]:
-    """Per tool call id, the values its receipt reports (what ran, after any edit)."""
-    found: dict[str, dict[str, Any]] = {}
-    for message in messages:
-        if isinstance(message, ToolMessage):
-            body = tool_content(message)
-            if is_receipt(body) and isinstance(body.get("result"), Mapping):
-                found[message.tool_call_id] = dict(body["result"])
-    return found
-
-
 def _call_line(call: Mapping[str, Any], executed: Mapping[str, Any] | None) -> Text:
     """The model's call with the values that ran: an edit replaces the model's values."""
-    args = dict(call["args"])
-    edited = [k for k in args if executed and k in executed and executed[k] != args[k]]
-    for key in edited:
-        args[key] = executed[key] if executed else args[key]
+    args, edited = as_executed(dict(call["args"]), dict(executed) if executed else None)
     shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
     note = f"  (edited by the approver: {', '.join(edited)})" if edited else ""
     return inert(f"  model calls {call['name']}({shown}){note}", style="dim")
@@ -174,7 +161,7 @@ def message_renderable(
     message: BaseMessage, executed: Mapping[str, Mapping[str, Any]] | None = None
 ) -> RenderableType | None:
     """One conversation message, or None for what a person need not see. `executed`
-    (from `executed_args`) lets a tool call show the values that ran."""
+    (from `executed_values`) lets a tool call show the values that ran."""
     if isinstance(message, HumanMessage):
         return Text.assemble(("you: ", "bold cyan"), clean(message.text))
     if isinstance(message, AIMessage):
@@ -201,7 +188,7 @@ def render_messages(
     """`messages` rendered; `context` (the whole thread) supplies the receipts of calls
     whose results fall outside `messages`."""
     shown = list(messages)
-    executed = executed_args([*(context or ()), *shown])
+    executed = executed_values([*(context or ()), *shown])
     return [r for r in (message_renderable(m, executed) for m in shown) if r is not None]
 
 

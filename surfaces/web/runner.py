@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import Identity
 from writegate.checkpoints.http_store import HttpStore
+from writegate.graph.messages import executed_values
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.web.schemas import ApprovalView, MessageView
 from writegate.surfaces.web.views import approval_view, message_view, proposal_row
@@ -131,4 +132,6 @@ class Runner:
 
     def messages(self, config: RunnableConfig) -> list[MessageView]:
         state = self.graph.get_state(config)
-        return [message_view(m) for m in state.values.get("messages", [])]
+        messages = state.values.get("messages", [])
+        executed = executed_values(messages)
+        return [message_view(m, executed) for m in messages]

@@ -137,7 +137,10 @@ class Receipt(OutModel):
 class ToolCallView(OutModel):
     id: str | None
     name: str
-    args: dict[str, Any]
+    args: dict[str, Any] = Field(description="The values that ran, once a receipt says so.")
+    edited: list[str] = Field(
+        default=[], description="Arguments an approver's edit changed from the model's."
+    )
 
 
 class MessageView(OutModel):

@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from writegate.approval.models import PENDING, Proposal, Receipt
+from writegate.graph.messages import as_executed
 from writegate.surfaces.web.schemas import (
     ApprovalView,
     ConfirmationInfo,
@@ -180,13 +181,22 @@ def _role(message: BaseMessage) -> str:
     return "assistant"
 
 
-def message_view(message: BaseMessage) -> MessageView:
+def _call_view(call: Any, executed: dict[str, dict[str, Any]]) -> ToolCallView:
+    args, edited = as_executed(call["args"], executed.get(str(call.get("id"))))
+    return ToolCallView(id=call.get("id"), name=call["name"], args=args, edited=edited)
+
+
+def message_view(
+    message: BaseMessage, executed: dict[str, dict[str, Any]] | None = None
+) -> MessageView:
+    """One message; `executed` (graph.messages.executed_values over the thread) puts
+    the values that ran, after an approver's edit, in place of the model's."""
     calls = message.tool_calls if isinstance(message, AIMessage) else []
     return MessageView(
         id=message.id,
         role=_role(message),  # type: ignore[arg-type]
         content=message.text,
-        tool_calls=[ToolCallView(id=c.get("id"), name=c["name"], args=c["args"]) for c in calls],
+        tool_calls=[_call_view(c, executed or {}) for c in calls],
         tool_call_id=message.tool_call_id if isinstance(message, ToolMessage) else None,
         name=message.name,
         status=message.status if isinstance(message, ToolMessage) else None,

@@ -67,12 +67,7 @@ def test_edit_form_uses_major_units_selects_and_keeps_the_target_fixed(
     expect(currency).to_have_value("CNY")
     assert set(currency.locator("option").all_inner_texts()) >= {"CNY", "USD", "EUR", "JPY"}
     write_screenshots(card, "approval_edit_form.png")
-    form.locator("input[name=amount_minor]").fill("¥12.50")
-    card.locator(".submit-edit").click()
-    waiting = wide.locator(".card[data-status=awaiting_confirmation]")
-    expect(waiting.locator(".field-amount_minor")).to_have_text("¥12.50")
-    edited = wide.locator(f'.card[data-proposal-id="{waiting.get_attribute("data-proposal-id")}"]')
-    edited.locator("button.confirm").click()
+    edited = edit_amount_and_confirm(wide, card, "¥12.50", shown="¥12.50")
     expect(edited.locator(".result .headline")).to_have_text("Done: succeeded (¥12.50)")
     assert provider_refunds(url, order) == 1
 
@@ -156,6 +151,32 @@ def _platform_fonts(page: Page, selector: str) -> list[dict[str, Any]]:
     return list(cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"])
 
 
+def edit_amount_and_confirm(page: Page, card: Any, typed: str, *, shown: str) -> Any:
+    """Type `typed` as the amount in the open edit form, then confirm the new card."""
+    card.locator(".edit-fields input[name=amount_minor]").fill(typed)
+    card.locator(".submit-edit").click()
+    waiting = page.locator(".card[data-status=awaiting_confirmation]")
+    expect(waiting.locator(".field-amount_minor")).to_have_text(shown)
+    edited = page.locator(f'.card[data-proposal-id="{waiting.get_attribute("data-proposal-id")}"]')
+    edited.locator("button.confirm").click()
+    return edited
+
+
 def write_screenshots(card: Any, name: str) -> None:
     """Refresh docs/<name> from the live card (desktop, mobile or the edit form)."""
     card.screenshot(path=str(DOCS / name))
+
+
+def test_the_thread_history_shows_the_edited_amount_not_the_models(
+    wide: Page, site: str, key: str, url: str
+) -> None:
+    order = new_order(url)
+    card = sign_in_and_ask(wide, site, key, f"refund 25.00 CNY of {order} because it broke")
+    card.locator("button.edit").click()
+    edited = edit_amount_and_confirm(wide, card, "7.00", shown="¥7.00")
+    expect(edited).to_have_attribute("data-status", "executed")
+    wide.reload()  # the history as the server lists it
+    call = wide.locator(".msg.tool-call", has_text="refund_order(")
+    expect(call).to_contain_text("amount_minor=700")
+    expect(call).to_contain_text("edited by the approver")
+    expect(call).not_to_contain_text("amount_minor=2500")

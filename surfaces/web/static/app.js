@@ -174,7 +174,8 @@ function renderMessage(message) {
   if (message.role === "assistant" && message.tool_calls.length) {
     for (const c of message.tool_calls) {
       const args = Object.entries(c.args).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ");
-      appendLine(list, "tool-call", `→ ${c.name}(${args})`);
+      const edited = c.edited && c.edited.length ? ` (edited by the approver: ${c.edited.join(", ")})` : "";
+      appendLine(list, "tool-call", `→ ${c.name}(${args})${edited}`);
     }
   }
   if (message.role === "tool") {
