@@ -328,4 +328,18 @@ ALTER TABLE wg_executions ADD COLUMN digest_scheme text NOT NULL DEFAULT 'wg-c14
     CHECK (digest_scheme IN ('wg-c14n-1', 'jcs-sha256'));
 ALTER TABLE wg_executions ALTER COLUMN digest_scheme SET DEFAULT 'jcs-sha256';
 """,
+    # 10. the events of a turn's stream, kept a short while so a client that reconnects
+    # (to any replica) gets the rest of them by `Last-Event-ID`
+    """
+CREATE TABLE wg_stream_events (
+    stream_id   text NOT NULL,
+    seq         integer NOT NULL CHECK (seq >= 0),
+    thread_id   text NOT NULL,
+    event       text NOT NULL,
+    data        jsonb NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (stream_id, seq)
+);
+CREATE INDEX wg_stream_events_age_idx ON wg_stream_events (created_at);
+""",
 ]

@@ -37,7 +37,8 @@ REF = "#/components/schemas/{model}"
 
 STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
-        "description": "Server-Sent Events, each `event: <name>` with `data: <JSON>`: "
+        "description": "Server-Sent Events, each `id: <stream id>:<seq>`, `event: <name>` "
+        "and `data: <JSON>`, with a keep-alive comment line every 15 seconds: "
         "`token`, `message` and `approval` while the turn runs, then `end` after a turn "
         "that ended or stopped at an approval, or `error` after one that failed.",
         "content": {
@@ -60,6 +61,11 @@ def _event_schema(event: str, model: type[OutModel]) -> dict[str, Any]:
         "type": "object",
         "required": ["event", "data"],
         "properties": {
+            "id": {
+                "type": "string",
+                "description": "`<stream id>:<sequence>`; send it back as `Last-Event-ID` "
+                "to GET /v1/threads/{thread_id}/events to get the events after it.",
+            },
             "event": {"const": event},
             "data": {
                 "type": "string",

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from writegate.approval.errors import NotFound
+from writegate.approval.errors import NotFound, ValidationFailed
 from writegate.approval.models import Identity
 from writegate.surfaces.web.auth import CurrentIdentity
 from writegate.surfaces.web.errors import json_responses, request_id, responses
@@ -23,7 +23,13 @@ from writegate.surfaces.web.events import STREAM_RESPONSE
 from writegate.surfaces.web.inputs import ID_PATTERN, MessageIn, ThreadQuery
 from writegate.surfaces.web.schemas import ThreadList, ThreadSummary, ThreadView
 from writegate.surfaces.web.services import Services, services
-from writegate.surfaces.web.sse import EventStreamResponse, relay
+from writegate.surfaces.web.sse import (
+    EVENT_ID_PATTERN,
+    EventStreamResponse,
+    follow,
+    parse_event_id,
+    relay,
+)
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
 ThreadId = Annotated[
@@ -109,4 +115,42 @@ async def post_message(
         status = "awaiting_approval" if pending else "done"
         yield "end", {"status": status, "pending": [a.model_dump(mode="json") for a in pending]}
 
-    return EventStreamResponse(relay(produce, lock.release, rid))
+    streams = relay(produce, lock.release, rid, streams=svc.streams, thread_id=thread_id)
+    return EventStreamResponse(streams, ping_s=svc.settings.stream_ping_s)
+
+
+@router.get(
+    "/{thread_id}/events",
+    response_class=EventStreamResponse,
+    responses={**STREAM_RESPONSE, **json_responses(401, 404, 422)},
+)
+async def resume_events(
+    thread_id: ThreadId,
+    identity: CurrentIdentity,
+    svc: Svc,
+    request: Request,
+    last_event_id: Annotated[
+        str,
+        Header(
+            alias="Last-Event-ID",
+            pattern=EVENT_ID_PATTERN,
+            description="The id of the last event received from a turn's stream.",
+        ),
+    ],
+) -> EventStreamResponse:
+    """The rest of a turn's stream after a lost connection, from any replica.
+
+    The events after `Last-Event-ID` are sent (none twice), then the turn is followed
+    until its last event (`end` or `error`). A stream is kept for 15 minutes; an
+    unknown or older one is a 404.
+    """
+    await run_in_threadpool(_require_thread, svc, identity, thread_id)
+    parsed = parse_event_id(last_event_id)
+    if parsed is None:
+        raise ValidationFailed("Last-Event-ID is not an event id of this service")
+    stream_id, after = parsed
+    if not await run_in_threadpool(svc.streams.exists, stream_id, thread_id):
+        raise NotFound("no such stream in this thread (or it is too old)", thread_id=thread_id)
+    rid = request_id(request)
+    events = follow(svc.streams, thread_id, stream_id, after, rid)
+    return EventStreamResponse(events, ping_s=svc.settings.stream_ping_s)

@@ -17,6 +17,7 @@ from fastapi import Request
 from writegate.approval.policy import load_policy
 from writegate.approval.service import Policy
 from writegate.checkpoints.http_store import LOCK_CONNECTIONS, HttpStore
+from writegate.checkpoints.streams import StreamStore
 from writegate.graph.build import build_graph
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.web.decide import Decisions
@@ -37,6 +38,7 @@ class Settings:
     decision_lock_wait_s: float = 15.0  # a second click waits this long for the first
     message_lock_wait_s: float = 2.0  # a message waits this long for a busy thread
     lock_connections: int = LOCK_CONNECTIONS  # the bounded pool of thread-lock sessions
+    stream_ping_s: float = 15.0  # a keep-alive comment on an event stream this often
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -69,6 +71,7 @@ class Services:
     decisions: Decisions
     settings: Settings
     metrics: HttpMetrics
+    streams: StreamStore
 
     @classmethod
     def build(cls, runtime: Runtime, settings: Settings, model: Any = None) -> Services:
@@ -76,7 +79,8 @@ class Services:
         store = HttpStore(runtime.pool, runtime.url, lock_connections=settings.lock_connections)
         runner = Runner(runtime, graph, store)
         decisions = Decisions(runtime, runner, store, settings.decision_lock_wait_s)
-        return cls(runtime, graph, store, runner, decisions, settings, HttpMetrics())
+        streams = StreamStore(runtime.pool)
+        return cls(runtime, graph, store, runner, decisions, settings, HttpMetrics(), streams)
 
     def close(self) -> None:
         """Close what the app opened itself; the runtime belongs to whoever opened it."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Request, Route, expect, sync_playwright
 
 from tests.integration.http_fixtures import (
     ROOT,
@@ -261,3 +261,36 @@ def test_the_page_works_under_a_strict_content_security_policy(
     assert provider_refunds(url, order) == 1
     violations = [p for p in problems if "Content Security Policy" in p or "Refused to" in p]
     assert violations == [], violations
+
+
+def test_a_page_whose_stream_breaks_mid_turn_gets_the_rest_once(
+    page: Page, site: str, key: str, url: str
+) -> None:
+    """The turn's stream is cut after its first event; the page asks for the rest by
+    Last-Event-ID (under the strict policy) and shows each message and card once."""
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(str(exc)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    resumed: list[str] = []
+
+    def cut_after_first_event(route: Route) -> None:
+        whole = route.fetch()
+        first = whole.text().split("\n\n", 1)[0] + "\n\n"
+        route.fulfill(response=whole, body=first)
+
+    def record(request: Request) -> None:
+        if request.url.endswith("/events"):
+            resumed.append(request.headers.get("last-event-id", ""))
+
+    page.route("**/v1/threads/*/messages", cut_after_first_event)
+    page.on("request", record)
+    order = new_order(url)
+    card = sign_in_and_ask(page, site, key, f"refund 9.00 CNY of {order} because it broke")
+    expect(card.locator(".field-amount_minor")).to_have_text("¥9.00")
+    expect(page.locator("#send")).to_be_enabled()  # the turn is over for the page
+    assert len(resumed) == 1 and resumed[0].endswith(":0"), resumed
+    assert page.locator(".card").count() == 1
+    texts = page.locator(".msg.assistant").all_inner_texts()
+    assert len(texts) == len(set(texts)), texts
+    assert page.locator("#chat-error").inner_text() == ""
+    assert [p for p in problems if "Refused to" in p or "Security Policy" in p] == []

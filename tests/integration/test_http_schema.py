@@ -136,6 +136,7 @@ class Seeded:
 
     headers: dict[str, str]
     ids: dict[str, tuple[str, ...]]
+    resume_ids: dict[str, str]  # a thread's stream: the id of its next-to-last event
 
     def use_real_ids(self, case: Any) -> None:
         """A positive case names real objects; which one is chosen by its made-up id,
@@ -147,16 +148,21 @@ class Seeded:
             if choices:
                 pick = zlib.crc32(str(made_up).encode()) % len(choices)
                 case.path_parameters = {**case.path_parameters, name: choices[pick]}
+        thread = case.path_parameters.get("thread_id")
+        if case.headers and "Last-Event-ID" in case.headers and thread in self.resume_ids:
+            case.headers = {**case.headers, "Last-Event-ID": self.resume_ids[thread]}
 
 
-def ask_for_refund(client: TestClient, headers: dict[str, str], url: str) -> tuple[str, str]:
-    """A thread whose turn stopped at a refund approval: (thread id, proposal id)."""
+def ask_for_refund(client: TestClient, headers: dict[str, str], url: str) -> tuple[str, str, str]:
+    """A thread whose turn stopped at a refund approval: (thread id, proposal id, the id
+    of its stream's next-to-last event)."""
     thread = client.post("/v1/threads", headers=headers).json()["thread_id"]
     text = f"refund 10.00 CNY of {new_order(url)} because it arrived broken"
     reply = client.post(f"/v1/threads/{thread}/messages", headers=headers, json={"content": text})
     kind, end = sse_events(reply.text)[-1]
     assert kind == "end" and end["status"] == "awaiting_approval", reply.text
-    return thread, end["pending"][0]["proposal_id"]
+    event_ids = [line[4:] for line in reply.text.splitlines() if line.startswith("id: ")]
+    return thread, end["pending"][0]["proposal_id"], event_ids[-2]
 
 
 @pytest.fixture(scope="module")
@@ -167,8 +173,8 @@ def seeded(create_database: Callable[[], str]) -> Iterator[Seeded]:
     APP.state.wg = Services.build(runtime, Settings())
     headers = {"Authorization": "Bearer " + make_key(url, "user_42", roles=("approver",))}
     client = TestClient(APP)
-    waiting_thread, pending = ask_for_refund(client, headers, url)
-    done_thread, executed = ask_for_refund(client, headers, url)
+    waiting_thread, pending, waiting_resume = ask_for_refund(client, headers, url)
+    done_thread, executed, done_resume = ask_for_refund(client, headers, url)
     confirmed = client.post(
         f"/v1/approvals/{executed}/decision",
         headers={**headers, "Idempotency-Key": "seed-confirm"},
@@ -180,7 +186,7 @@ def seeded(create_database: Callable[[], str]) -> Iterator[Seeded]:
         "proposal_id": (pending, executed),
         "execution_id": (confirmed.json()["receipt"]["execution_id"],),
     }
-    yield Seeded(headers, ids)
+    yield Seeded(headers, ids, {waiting_thread: waiting_resume, done_thread: done_resume})
     del APP.state.wg
     runtime.close()
 

@@ -210,27 +210,60 @@ function onToken(data) {
   bubble.textContent += data.delta;
 }
 
-async function readEvents(res, onEvent) {
+// Reads a turn's events; returns the last event's id and whether the turn's last event
+// (`end` or `error`) arrived. A stream that stops before it was cut off.
+async function readEvents(res, onEvent, lastId) {
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    let cut;
-    while ((cut = buffer.indexOf("\n\n")) >= 0) {
-      const block = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      let event = "message";
-      let data = "";
-      for (const line of block.split("\n")) {
-        if (line.startsWith("event: ")) event = line.slice(7);
-        else if (line.startsWith("data: ")) data += line.slice(6);
+  let finished = false;
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        let event = "message";
+        let data = "";
+        let id = null;
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event: ")) event = line.slice(7);
+          else if (line.startsWith("data: ")) data += line.slice(6);
+          else if (line.startsWith("id: ")) id = line.slice(4);
+        }
+        if (!data) continue; // a keep-alive comment
+        if (id !== null) lastId = id;
+        if (event === "end" || event === "error") finished = true;
+        onEvent(event, JSON.parse(data));
       }
-      if (data) onEvent(event, JSON.parse(data));
     }
+  } catch (err) {
+    // the connection broke mid-turn: the caller asks for the rest
   }
+  return { lastId, finished };
+}
+
+const RECONNECTS = 5;
+
+// The rest of a turn after a lost connection: the events after `lastId`, none twice.
+async function resumeEvents(threadId, onEvent, lastId) {
+  let finished = false;
+  for (let attempt = 0; attempt < RECONNECTS && !finished && lastId; attempt++) {
+    let res;
+    try {
+      res = await fetch(`/v1/threads/${encodeURIComponent(threadId)}/events`, {
+        headers: headers({ "Last-Event-ID": lastId }),
+      });
+    } catch (err) {
+      continue;
+    }
+    if (!res.ok) break;
+    ({ lastId, finished } = await readEvents(res, onEvent, lastId));
+  }
+  return finished;
 }
 
 async function sendMessage(text) {
@@ -250,13 +283,17 @@ async function sendMessage(text) {
       $("#chat-error").textContent = describeError(data);
       return;
     }
-    await readEvents(res, (event, data) => {
+    const onEvent = (event, data) => {
       if (event === "token") onToken(data);
       else if (event === "message" && data.role !== "user") renderMessage(data);
       else if (event === "approval") upsertCard(data);
       else if (event === "end") data.pending.forEach((a) => upsertCard(a));
       else if (event === "error") $("#chat-error").textContent = describeError(data);
-    });
+    };
+    const { lastId, finished } = await readEvents(res, onEvent, null);
+    if (!finished && !(await resumeEvents(threadId, onEvent, lastId))) {
+      $("#chat-error").textContent = "the connection broke; reload to see where the conversation stands";
+    }
   } catch (err) {
     $("#chat-error").textContent = "the connection broke; reload to see where the conversation stands";
   } finally {
