@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from writegate.approval import tracing
 from writegate.approval.audit import (
     duplicate_audit,
     execution_audit,
@@ -119,6 +120,23 @@ class Executor:
         proposal_id: str | None,
         operation: str | None,
     ) -> Receipt:
+        parent = tracing.recall(
+            self.store,
+            proposal_id=proposal_id,
+            token_hash=hash_secret(token) if token and proposal_id is None else None,
+        )
+        with tracing.span(
+            "writegate.execute", parent, proposal_id=proposal_id, tenant_id=identity.tenant_id
+        ):
+            return self._execute_traced(identity, token, proposal_id, operation)
+
+    def _execute_traced(
+        self,
+        identity: Identity,
+        token: str | None,
+        proposal_id: str | None,
+        operation: str | None,
+    ) -> Receipt:
         started = time.perf_counter()
         try:
             with self.store.transaction() as tx:
@@ -138,6 +156,12 @@ class Executor:
             if not is_database_outage(exc):  # its audit row could not be written either
                 self._audit_refusal(identity, token or "", proposal_id, operation, exc, started)
             raise
+        tracing.annotate(
+            proposal_id=proposal.proposal_id,
+            execution_id=execution.execution_id,
+            request_key=execution.request_key,
+            args_digest=execution.args_digest,
+        )
         self.step_hook("claimed")
         if execution.status is ExecutionStatus.SUCCEEDED:
             return execution_outcome(execution)
@@ -302,10 +326,10 @@ class Executor:
         started: float,
     ) -> Receipt:
         outcome: DownstreamResult | WritegateError
-        with acting_for(identity):
+        with acting_for(identity), tracing.span("writegate.downstream"):
             outcome = self.call_with_retries(spec, execution.args, execution.request_key)
         self.step_hook("downstream_returned")
-        with self.store.transaction() as tx:
+        with tracing.span("writegate.record"), self.store.transaction() as tx:
             final = self.record(
                 tx, identity, spec, execution, outcome, proposal=proposal, started=started
             )

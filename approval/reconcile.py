@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from writegate.approval import tracing
 from writegate.approval.audit import reconcile_audit
 from writegate.approval.errors import NotFound, WritegateError
 from writegate.approval.execution import Executor, RetryPolicy, default_owner, outcome_status
@@ -152,6 +153,20 @@ class Reconciler:
         return done
 
     def reconcile(self, item: BacklogItem) -> Settled:
+        execution = item.execution
+        parent = tracing.recall(self.service.store, proposal_id=execution.proposal_id)
+        with tracing.span(
+            "writegate.reconcile",
+            parent,
+            proposal_id=execution.proposal_id,
+            execution_id=execution.execution_id,
+            request_key=execution.request_key,
+            tenant_id=execution.tenant_id,
+            args_digest=execution.args_digest,
+        ):
+            return self._reconcile(item)
+
+    def _reconcile(self, item: BacklogItem) -> Settled:
         execution = item.execution
         self.step_hook("claimed")
         try:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from writegate.approval import review
+from writegate.approval import review, tracing
 from writegate.approval.audit import call_audit, decision_audit
 from writegate.approval.canonical import (
     CanonicalizationError,
@@ -142,21 +142,29 @@ class ApprovalService:
         that is still open for them, so a retry never asks for (and runs) a second one.
         """
         started = time.perf_counter()
-        try:
-            spec = self.spec_for(tool_name)
-            if not spec.requires_approval:
-                raise ValidationFailed(f"{tool_name} is a read tool; call it directly")
-            check_input(raw_args)  # before anything is stored or even parsed
-            args = spec.normalize(raw_args)
-            fingerprint = request_fingerprint(identity.tenant_id, tool_name, args)
-            with self.store.transaction() as tx:
-                proposal = self._propose_in(
-                    tx, identity, spec, thread_id, tool_call_id, args, fingerprint, started
+        with tracing.span("writegate.propose", root=True, tenant_id=identity.tenant_id):
+            try:
+                spec = self.spec_for(tool_name)
+                if not spec.requires_approval:
+                    raise ValidationFailed(f"{tool_name} is a read tool; call it directly")
+                check_input(raw_args)  # before anything is stored or even parsed
+                args = spec.normalize(raw_args)
+                fingerprint = request_fingerprint(identity.tenant_id, tool_name, args)
+                with self.store.transaction() as tx:
+                    proposal = self._propose_in(
+                        tx, identity, spec, thread_id, tool_call_id, args, fingerprint, started
+                    )
+                tracing.annotate(
+                    proposal_id=proposal.proposal_id,
+                    request_key=proposal.request_key,
+                    args_digest=proposal.args_digest,
                 )
-            return proposal
-        except WritegateError as exc:
-            self._audit_failure(identity, thread_id, tool_name, "propose", raw_args, exc, started)
-            raise
+                return proposal
+            except WritegateError as exc:
+                self._audit_failure(
+                    identity, thread_id, tool_name, "propose", raw_args, exc, started
+                )
+                raise
 
     def _propose_in(
         self,
@@ -234,6 +242,7 @@ class ApprovalService:
             if twin is None or twin.fingerprint != fingerprint:
                 raise IdempotencyConflict(tool_call_id=tool_call_id)
             return twin
+        tracing.remember(tx, stored.proposal_id)
         tx.insert_audit(
             call_audit(
                 identity,
@@ -277,6 +286,19 @@ class ApprovalService:
         one after an edit, or this one while it awaits its second approver (a confirm at
         that tier issues no token). Expiry is judged on the server clock, right-open.
         """
+        parent = tracing.recall(self.store, proposal_id=decision.proposal_id)
+        with tracing.span(
+            "writegate.decide",
+            parent,
+            proposal_id=decision.proposal_id,
+            tenant_id=identity.tenant_id,
+            action=type(decision).__name__.lower(),
+        ):
+            return self._decide(identity, decision)
+
+    def _decide(
+        self, identity: Identity, decision: Confirm | Decline | Cancel | Edit
+    ) -> Confirmation | Ended | Proposal:
         started = time.perf_counter()
         check_input(decision.model_dump())  # an edit's arguments, a reason: before any row
         expired: WritegateError | None = None

@@ -173,6 +173,20 @@ def print_report(results: dict[str, Any], console: Console) -> None:
         table.caption_justify = "left"
         console.print(table)
         console.print()
+    tracing = results.get("tracing")
+    if tracing:
+        median = results.get("compare", {}).get("writegate", {}).get("median_ms")
+        share = (
+            f" ({tracing['off_us_per_life'] / 10 / median:.3f}% of a median write)"
+            if median
+            else ""
+        )
+        console.print(
+            f"[bold]Tracing off[/bold] (no exporter): {tracing['off_us_per_life']} µs per "
+            f"proposal life{share}; with an SDK provider and no exporter: "
+            f"{tracing.get('sdk_no_exporter_us_per_life', 'n/a')} µs"
+        )
+        console.print()
     console.print("[bold]What the safety costs[/bold]")
     for line in results["cost"]["lines"]:
         console.print(f"  {line}")

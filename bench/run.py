@@ -28,6 +28,7 @@ from writegate.bench.ledger import run_ledger
 from writegate.bench.scale import run_scale
 from writegate.bench.storage import run_storage
 from writegate.bench.storm import run_storm
+from writegate.bench.tracing_cost import run_tracing_cost
 from writegate.bench.verdict import explain_cost
 from writegate.checkpoints.database import describe_database
 
@@ -150,6 +151,7 @@ def run_bench(
                 ),
             )
             part("scale", lambda: run_scale(server, o.scale_sizes, task("6 scale", 2)))
+            part("tracing", run_tracing_cost)
     finally:
         left = server.drop_all()
         results["databases_kept"] = left

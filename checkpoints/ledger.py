@@ -96,6 +96,14 @@ class PgLedgerTx:
             self._one(sql.SELECT_OPEN_PROPOSAL_SQL, (thread_id, fingerprint, self.now()))
         )
 
+    def set_traceparent(self, proposal_id: str, traceparent: str) -> None:
+        self.conn.execute(sql.SET_TRACEPARENT_SQL, (traceparent, proposal_id))
+
+    def get_traceparent(self, *, proposal_id: str | None, token_hash: str | None) -> str | None:
+        params = {"proposal_id": proposal_id, "token_hash": token_hash}
+        row = self._one(sql.SELECT_TRACEPARENT_SQL, params)
+        return row["traceparent"] if row else None
+
     def transition_proposal(
         self,
         proposal_id: str,

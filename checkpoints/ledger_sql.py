@@ -152,3 +152,12 @@ WHERE tenant_id = %(tenant_id)s
   AND (%(proposal_id)s::text IS NULL OR proposal_id = %(proposal_id)s)
 ORDER BY audit_id
 LIMIT %(limit)s"""
+
+SET_TRACEPARENT_SQL = """
+UPDATE wg_proposals SET traceparent = %s WHERE proposal_id = %s"""
+
+SELECT_TRACEPARENT_SQL = """
+SELECT p.traceparent FROM wg_proposals p
+WHERE p.proposal_id = %(proposal_id)s
+   OR p.proposal_id = (SELECT t.proposal_id FROM wg_tokens t WHERE t.token_hash = %(token_hash)s)
+LIMIT 1"""

@@ -14,6 +14,7 @@ import typer
 
 from writegate.approval.errors import WritegateError
 from writegate.approval.policy import PolicyError
+from writegate.approval.tracing_setup import configure_from_env
 from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
 from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threads
@@ -50,6 +51,7 @@ def build_app(extra: Iterable[Register] = ()) -> typer.Typer:
 
 def run(app: typer.Typer) -> None:
     """Run `app`; a known error is one red line and exit status 2, never a traceback."""
+    configure_from_env()  # tracing, only if OTEL_TRACES_EXPORTER asks for it
     try:
         app()
     except (DatabaseUnavailable, MigrationError, PolicyError, WritegateError) as exc:

@@ -34,7 +34,7 @@ FIGURES = [
     "storage.one_thread.no_pruning.curve", "storage.one_thread.pruned.prune_cost.median_ms",
     "scale.growth.list_pending_ms", "scale.growth.expire_us_per_row",
     "scale.growth.backlog_probe_ms", "scale.growth.without_index_probe_ms.list_pending",
-    "cost.predicted_extra_ms", "cost.lines", "machine.postgres",
+    "cost.predicted_extra_ms", "cost.lines", "machine.postgres", "tracing.off_us_per_life",
 ]  # fmt: skip
 
 
