@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.service import ApprovalService, Policy
@@ -26,6 +26,17 @@ from writegate.tools.domain import default_registry
 from writegate.tools.provider import ProviderClient, SimulatedProvider
 from writegate.tools.provider_http import HttpProvider
 from writegate.tools.registry import Registry
+from writegate.tools.step_kill import kill_hook_from_env
+
+LEASE_ENV = "WRITEGATE_EXECUTION_LEASE_SECONDS"
+
+
+def retry_from_env() -> RetryPolicy | None:
+    """The default retry policy with the execution lease from LEASE_ENV, if set."""
+    raw = os.environ.get(LEASE_ENV, "").strip()
+    if not raw:
+        return None
+    return RetryPolicy(lease=timedelta(seconds=float(raw)))
 
 
 def default_provider(pool: Pool) -> ProviderClient:
@@ -70,6 +81,8 @@ class Runtime:
         provider = provider or default_provider(pool)
         registry = registry if registry is not None else default_registry(provider)
         service = ApprovalService(store, registry, policy)
+        step_hook = step_hook or kill_hook_from_env()  # fault testing only
+        retry = retry or retry_from_env()
         executor = Executor(service, retry=retry, step_hook=step_hook, tombstones=PgTombstones())
         presented = PgPresentedQuestions(pool)
         return cls(url, pool, store, registry, provider, service, executor, presented)

@@ -24,6 +24,7 @@ from writegate.approval.retention import RetentionPolicy
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, list_escalations, purge
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.terminal import inert, markup_safe
+from writegate.tools.step_kill import kill_hook_from_env
 
 PROVIDER_URL_ENV = "WRITEGATE_PROVIDER_URL"
 provider_app = typer.Typer(help="The payment provider simulator.", no_args_is_help=True)
@@ -75,7 +76,8 @@ def reconcile(
     lock = threading.Lock()
 
     def work() -> None:
-        worker = Reconciler(rt.service, PgBacklog(rt.pool), policy=policy)
+        hook = kill_hook_from_env()  # fault testing only
+        worker = Reconciler(rt.service, PgBacklog(rt.pool), policy=policy, step_hook=hook)
         while True:
             try:
                 done = worker.drain(limit=batch)
