@@ -1,0 +1,281 @@
+"""Throughput with 1, 2 and 4 `writegate serve` replicas and 1, 2 and 4 reconcilers on
+one PostgreSQL, and what saturates: CPU, locks or commits.
+
+    uv run python -m writegate.bench.replicas --seconds 15
+
+Approvals: clients post a refund request (a thread, a message, a proposal) round-robin
+over the replicas. Confirmed writes: the clients confirm those proposals (each one
+executes a refund at the in-process provider). Reconcilers: a backlog of unknown
+outcomes (every refund's answer lost) is settled by R `writegate reconcile --loop`
+processes (executed refunds put back to `unknown`). While each phase runs, the CPU
+use, the sessions waiting on a lock and the commits per second are sampled. Writes to a
+throwaway database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import psycopg
+
+from writegate.checkpoints.keys import create_key
+from writegate.checkpoints.migrate import setup_database
+from writegate.testing import database as throwaway
+from writegate.tools.seed import seed_demo
+
+TENANT, USER = "tenant_hz", "user_42"
+ORDER_SQL = """
+INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor)
+VALUES (%s, %s, %s, 'CNY', 50000)"""
+OPEN_SQL = "SELECT count(*) FROM wg_executions WHERE status IN ('unknown', 'running')"
+LOCK_WAITS_SQL = """
+SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'),
+       count(*) FILTER (WHERE state = 'active')
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"""
+BACKLOG_SQL = """
+UPDATE wg_executions SET status = 'unknown', lease_owner = NULL, lease_expires_at = NULL,
+    next_check_at = NULL
+WHERE execution_id IN (SELECT execution_id FROM wg_executions WHERE status = 'succeeded'
+                       LIMIT %s)"""
+COMMITS_SQL = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cpu() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+class Sampler:
+    """CPU busy %, sessions waiting on locks, commits per second, over one phase."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.stop, self.samples = url, threading.Event(), [0, 0, 0]
+
+    def _run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stop.wait(0.25):
+                row = conn.execute(LOCK_WAITS_SQL).fetchone()
+                assert row is not None
+                self.samples[0] += 1
+                self.samples[1] += row[0]
+                self.samples[2] += row[1]
+
+    @contextmanager
+    def phase(self, out: dict[str, Any]) -> Iterator[None]:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            commits0 = conn.execute(COMMITS_SQL).fetchone()[0]  # type: ignore[index]
+        busy0, total0 = _cpu()
+        started = time.perf_counter()
+        self.stop.clear()
+        self.samples = [0, 0, 0]
+        thread = threading.Thread(target=self._run, daemon=True)
+        thread.start()
+        yield
+        self.stop.set()
+        thread.join()
+        seconds = time.perf_counter() - started
+        busy1, total1 = _cpu()
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            commits1 = conn.execute(COMMITS_SQL).fetchone()[0]  # type: ignore[index]
+        n = max(self.samples[0], 1)
+        out.update(
+            cpu_busy_pct=round(100 * (busy1 - busy0) / max(total1 - total0, 1), 1),
+            lock_waiting_sessions=round(self.samples[1] / n, 2),
+            active_sessions=round(self.samples[2] / n, 2),
+            commits_per_s=round((commits1 - commits0) / seconds, 1),
+        )
+
+
+def _spawn(args: list[str], url: str, env: dict[str, str] | None = None) -> subprocess.Popen[Any]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "writegate", *args],
+        env={**os.environ, "DATABASE_URL": url, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def start_replicas(url: str, n: int, env: dict[str, str] | None = None) -> list[Any]:
+    replicas = []
+    for _ in range(n):
+        port = _free_port()
+        cmd = ["serve", "--port", str(port), "--log-level", "warning"]
+        replicas.append((_spawn(cmd, url, env), f"http://127.0.0.1:{port}"))
+    deadline = time.monotonic() + 180
+    for proc, base in replicas:
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("a replica did not start")
+            try:
+                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+    return replicas
+
+
+def stop(procs: list[subprocess.Popen[Any]]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.wait(timeout=30)
+
+
+def run_clients(clients: int, seconds: float, work: Callable[[int, int], bool]) -> float:
+    """`clients` threads call work(client, i) until time is up; completed per second."""
+    done = [0] * clients
+    end = time.monotonic() + seconds
+
+    def loop(c: int) -> None:
+        i = 0
+        while time.monotonic() < end:
+            if work(c, i):
+                done[c] += 1
+            i += 1
+
+    threads = [threading.Thread(target=loop, args=(c,)) for c in range(clients)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(done) / (time.perf_counter() - started)
+
+
+def replica_level(url: str, key: str, n: int, seconds: float, clients: int) -> dict[str, Any]:
+    replicas = start_replicas(url, n)
+    bases = [base for _, base in replicas]
+    who = {"Authorization": "Bearer " + key}
+    pending: list[str] = []
+    lock = threading.Lock()
+    http = [httpx.Client(timeout=60) for _ in range(clients)]
+    order_conn = [psycopg.connect(url, autocommit=True) for _ in range(clients)]
+    out: dict[str, Any] = {"replicas": n, "clients": clients}
+    sampler = Sampler(url)
+
+    def propose(c: int, i: int) -> bool:
+        base = bases[(c + i) % n]
+        order = "ord_b" + secrets.token_hex(5)
+        order_conn[c].execute(ORDER_SQL, (order, TENANT, USER))
+        thread = http[c].post(f"{base}/v1/threads", headers=who).json()["thread_id"]
+        text = f"refund 10.00 CNY of {order} because it arrived broken"
+        reply = http[c].post(
+            f"{base}/v1/threads/{thread}/messages", headers=who, json={"content": text}
+        )
+        found = '"awaiting_approval"' in reply.text
+        if found:
+            proposal = json.loads(reply.text.rsplit("data: ", 1)[1])["pending"][0]["proposal_id"]
+            with lock:
+                pending.append(proposal)
+        return found
+
+    def confirm(c: int, i: int) -> bool:
+        with lock:
+            if not pending:
+                return False
+            proposal = pending.pop()
+        answer = http[c].post(
+            f"{bases[(c + i) % n]}/v1/approvals/{proposal}/decision",
+            headers={**who, "Idempotency-Key": f"b-{proposal}"},
+            json={"action": "confirm"},
+        )
+        return answer.status_code == 200 and answer.json().get("outcome") == "executed"
+
+    try:
+        approvals: dict[str, Any] = {}
+        with sampler.phase(approvals):
+            approvals["per_s"] = round(run_clients(clients, seconds, propose), 1)
+        writes: dict[str, Any] = {}
+        with sampler.phase(writes):
+            writes["per_s"] = round(run_clients(clients, seconds, confirm), 1)
+        out.update(approvals=approvals, confirmed_writes=writes)
+    finally:
+        for client in http:
+            client.close()
+        for conn in order_conn:
+            conn.close()
+        stop([proc for proc, _ in replicas])
+    return out
+
+
+def reconciler_level(url: str, n: int, backlog: int) -> dict[str, Any]:
+    """`backlog` executed refunds put back to `unknown` (as if each answer was lost; the
+    provider holds them all), then n reconcilers settle them by lookup."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        made = conn.execute(BACKLOG_SQL, (backlog,)).rowcount
+    out: dict[str, Any] = {"reconcilers": n, "backlog": made}
+    sampler = Sampler(url)
+
+    def open_count() -> int:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return int(conn.execute(OPEN_SQL).fetchone()[0])  # type: ignore[index]
+
+    args = ["reconcile", "--loop", "--interval", "0.1", "--batch", "20"]
+    procs = [_spawn(args, url) for _ in range(n)]
+    try:
+        deadline = time.monotonic() + 180
+        while made and open_count() == made and time.monotonic() < deadline:
+            time.sleep(0.1)  # processes still starting: not counted
+        phase: dict[str, Any] = {}
+        first, started = open_count(), time.perf_counter()
+        with sampler.phase(phase):
+            while (left := open_count()) > 0 and time.perf_counter() - started < 300:
+                time.sleep(0.1)
+        phase["settled_per_s"] = round((first - left) / (time.perf_counter() - started), 1)
+        out.update(phase)
+    finally:
+        stop(procs)
+    return out
+
+
+def run(
+    seconds: float, clients: int, backlog: int, levels: tuple[int, ...] = (1, 2, 4)
+) -> dict[str, Any]:
+    server = throwaway.server_url()
+    url = throwaway.create_database(server, "writegate_bench_replicas")
+    try:
+        setup_database(url)
+        with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+            seed_demo(conn)
+            key = create_key(conn, USER, TENANT).secret
+        return {
+            "replicas": [replica_level(url, key, n, seconds, clients) for n in levels],
+            "reconcilers": [reconciler_level(url, n, backlog) for n in levels],
+        }
+    finally:
+        throwaway.drop_database(server, url)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--backlog", type=int, default=120)
+    parser.add_argument("--levels", default="1,2,4")
+    args = parser.parse_args(argv)
+    levels = tuple(int(x) for x in args.levels.split(","))
+    print(json.dumps(run(args.seconds, args.clients, args.backlog, levels), indent=2))
+
+
+if __name__ == "__main__":
+    main()
