@@ -342,7 +342,7 @@ CREATE TABLE wg_stream_events (
 );
 CREATE INDEX wg_stream_events_age_idx ON wg_stream_events (created_at);
 """,
-    # 10. the trace context of a proposal's life (W3C traceparent), so that every process
+    # 11. the trace context of a proposal's life (W3C traceparent), so that every process
     # that later decides, executes or reconciles it continues one trace
     """
 ALTER TABLE wg_proposals ADD COLUMN traceparent text;
