@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     # The conformance kit that users run against their own tools, beside the surfaces.
     "testing": {"approval", "tools", "checkpoints", "graph"},
     "surfaces": {"approval", "tools", "checkpoints", "graph"},
-    "bench": {"approval", "tools", "checkpoints", "graph", "surfaces"},
+    "bench": {"approval", "tools", "checkpoints", "graph", "surfaces", "testing"},
 }
 # The root package's own modules (the public face and the console entry) sit on top.
 ROOT_MODULES = ("__init__.py", "__main__.py")
