@@ -112,3 +112,19 @@ def test_the_installed_wheel_runs_the_quick_bench(
         env={"DATABASE_URL": test_server_url},
     )
     assert (tmp_path / "bench-results.json").stat().st_size > 0, out
+
+
+def test_the_wheel_with_its_langchain_extra_runs_the_email_example(
+    venv: Path, wheel: Path, create_database: Callable[[], str], tmp_path: Path
+) -> None:
+    """Last in this file: it adds the extra (and the example's stand-in mail server)."""
+    python = str(venv / "bin" / "python")
+    subprocess.run(
+        [_uv(), "pip", "install", "--quiet", "--python", python, f"{wheel}[langchain]", "aiosmtpd"],
+        check=True,
+        capture_output=True,
+    )
+    example = tmp_path / "email_agent.py"
+    shutil.copy(ROOT / "examples" / "email_agent.py", example)
+    out = _run(venv, python, str(example), env={"DATABASE_URL": create_database()})
+    assert "emails received: 1" in out, out
