@@ -153,11 +153,11 @@ class FaultProxy:
         with self.lock:
             self.links.discard(link)
             self.cuts += 1
+        rule.fired.set()  # before the client can see the cut and look at the rule
         for sock in (link.client, link.server):
             with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
-        rule.fired.set()
 
     def _matching(self, link: _Link, chunk: bytes) -> Rule | None:
         seen = link.tail + chunk
@@ -182,12 +182,12 @@ class FaultProxy:
             live = link in self.links
             self.links.discard(link)
             self.cuts += live and injected
+        if rule is not None:
+            rule.fired.set()  # before the client can see the cut and look at the rule
         for sock in (link.client, link.server):
             with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()  # closing twice is harmless
-        if rule is not None:
-            rule.fired.set()
         return live
 
     @staticmethod
