@@ -3,12 +3,15 @@
 when, the tier said plainly, a phone's width, and Chinese text, in a real Chromium.
 
 The screenshots in docs/ are taken here too (`write_screenshots`), so
-`uv run pytest tests/integration/test_http_page_card.py` refreshes them.
+`WRITEGATE_SCREENSHOTS=1 uv run pytest tests/integration/test_http_page_card.py` refreshes them.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -163,8 +166,11 @@ def edit_amount_and_confirm(page: Page, card: Any, typed: str, *, shown: str) ->
 
 
 def write_screenshots(card: Any, name: str) -> None:
-    """Refresh docs/<name> from the live card (desktop, mobile or the edit form)."""
-    card.screenshot(path=str(DOCS / name))
+    """Refresh docs/<name> from the live card (desktop, mobile or the edit form) when
+    WRITEGATE_SCREENSHOTS=1; otherwise the picture is still taken, into a scratch folder,
+    so a test run never changes tracked files."""
+    where = DOCS if os.environ.get("WRITEGATE_SCREENSHOTS") == "1" else Path(tempfile.gettempdir())
+    card.screenshot(path=str(where / name))
 
 
 def test_the_thread_history_shows_the_edited_amount_not_the_models(
