@@ -179,7 +179,15 @@ class ApprovalService:
     ) -> Proposal:
         same_call = tx.find_proposal_by_call(thread_id, tool_call_id)
         if same_call is not None:
-            if same_call.fingerprint != fingerprint or same_call.subject != identity.user_id:
+            if same_call.subject != identity.user_id:
+                # Someone else's question (another user resuming the thread): the
+                # ownership rule answers as for any proposal not one's own.
+                raise NotFound(
+                    "no such proposal for this user",
+                    proposal_id=same_call.proposal_id,
+                    tool_call_id=tool_call_id,
+                )
+            if same_call.fingerprint != fingerprint:
                 raise IdempotencyConflict(
                     "this tool-call id was already used for a different request",
                     tool_call_id=tool_call_id,

@@ -1,14 +1,17 @@
 """Build the writegate state graph.
 
-    START -> agent -(router)-> read ---------------------------------> agent ...
-                             -> write [propose -> approval -> execute] --> agent
-                             -> refuse (duplicate tool calls) --------> agent
+    START -> agent -(router)-> read --------------------------------> agent ...
+                             -> write (propose, approval, execute) --> agent
+                             -> refuse (duplicate tool calls) -------> agent
 
-Each write call travels its own `write` subgraph (fanned out with `Send`), so several
-writes in one model turn get one proposal and one interrupt each, and a confirmed
-write executes at once even while its siblings still wait for their answers. Every
-branch is one node of the parent graph, so they all finish in the same superstep and
-the model runs once, after the last of them.
+Each write call runs as its own `write` task (fanned out with `Send`): one node that
+proposes, asks, decides and executes (`graph/gate.py`), re-running safely from its
+start on resume. Several writes in one model turn get one proposal and one interrupt
+each, and a confirmed write executes as soon as its answer arrives, even while its
+siblings still wait: LangGraph keeps a finished task's writes while the others of its
+superstep are interrupted. All the tasks belong to one superstep, so the model runs
+once, after the last of them. One node instead of a subgraph saves a write its own
+checkpoints (five per write before).
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from writegate.graph.gate import WriteGate
 from writegate.graph.model import build_chat_model
 from writegate.graph.nodes import SYSTEM_PROMPT, Nodes
 from writegate.graph.resolve import WritegateGraph
 from writegate.graph.runtime import Runtime
-from writegate.graph.write_branch import build_write_branch
 
 
 def build_graph(
@@ -41,7 +44,7 @@ def build_graph(
     builder: Any = StateGraph(MessagesState)  # branch nodes take Send payloads
     builder.add_node("agent", nodes.agent)
     builder.add_node("read", nodes.read)
-    builder.add_node("write", build_write_branch(runtime))
+    builder.add_node("write", WriteGate(runtime).node)
     builder.add_node("refuse", nodes.refuse)
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", nodes.route, ["read", "write", "refuse", "__end__"])

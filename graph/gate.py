@@ -1,8 +1,8 @@
 """The gate for one write tool call: propose, ask until a valid decision, execute.
 
-The same three steps as the agent's write branch (`graph/write_branch.py`), run in
-one go so they fit inside a single node or task: the tool node runs one gate per write
-call, each in its own task, so each asks its own question. LangGraph re-runs a node
+The three steps of `graph/write_branch.py`, run in one go so they fit inside a single
+node or task: the agent graph and the tool node run one gate per write call, each in
+its own task, so each asks its own question. LangGraph re-runs a node
 from its start on resume; every step is safe to repeat (the proposal is found again by
 its tool-call id, answers already given replay in order, a second execution reports
 the first receipt), so the gate can simply run again from the top.

@@ -1,9 +1,7 @@
-"""One write tool call's branch: propose -> approval -> execute, as a subgraph.
+"""One write tool call's three steps: propose, approval, execute.
 
-Each write call of a model turn runs in its own instance of this subgraph (the parent
-fans out with `Send`). Being a subgraph gives each branch its own supersteps: a write
-confirmed while its sibling still waits for an answer executes at once, instead of
-waiting for the whole turn's questions to be answered.
+`graph/gate.py` runs them in one go as one node (or task) per write call; the parent
+fans the calls out with `Send`, so each asks its own question.
 
 LangGraph re-runs a node from its start on resume, so `approval` does nothing with a
 side effect before `interrupt()` returns, and every call it makes after is idempotent.
@@ -21,14 +19,13 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphInterrupt
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
 from writegate.approval.decisions import Cancel, Edit, parse_decision
 from writegate.approval.errors import (
     Cancelled,
+    NotFound,
     ProposalNotPending,
     WritegateError,
     is_database_outage,
@@ -58,10 +55,6 @@ class WriteState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-class WriteOutput(TypedDict):
-    messages: Annotated[list[AnyMessage], add_messages]
-
-
 class WriteBranch:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
@@ -76,6 +69,12 @@ class WriteBranch:
                 tool_name=call["name"],
                 raw_args=call["args"],
             )
+        except NotFound as exc:
+            if "proposal_id" in exc.details:
+                # This call's proposal is someone else's: a resume by another user. The
+                # run stops, the question stands, and nothing answers it for the owner.
+                raise
+            return {"messages": [tool_error(call["id"], call["name"], exc)]}
         except WritegateError as exc:
             return {"messages": [tool_error(call["id"], call["name"], exc)]}
         return {"proposal_id": proposal.proposal_id}
@@ -194,25 +193,3 @@ class WriteBranch:
             else:
                 message = tool_error(call["id"], call["name"], exc)
         return {"messages": [message]}
-
-    @staticmethod
-    def after_propose(state: WriteState) -> str:
-        return END if state.get("messages") else "approval"
-
-    @staticmethod
-    def after_approval(state: WriteState) -> str:
-        return END if state.get("messages") else "execute"
-
-
-def build_write_branch(runtime: Runtime) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Compiled without a checkpointer: it shares the parent's, in its own namespace."""
-    branch = WriteBranch(runtime)
-    builder: Any = StateGraph(WriteState, output_schema=WriteOutput)
-    builder.add_node("propose", branch.propose)
-    builder.add_node("approval", branch.approval)
-    builder.add_node("execute", branch.execute)
-    builder.add_edge(START, "propose")
-    builder.add_conditional_edges("propose", branch.after_propose, ["approval", END])
-    builder.add_conditional_edges("approval", branch.after_approval, ["execute", END])
-    builder.add_edge("execute", END)
-    return builder.compile(name="write")

@@ -32,6 +32,7 @@ from tests.integration.library_helpers import (
     tool_call,
 )
 from writegate import Writegate
+from writegate.approval.errors import NotFound
 
 AUDIT_SQL = "SELECT event, status FROM wg_audit WHERE thread_id = %s AND tool_name = %s"
 
@@ -242,6 +243,20 @@ def test_the_user_is_never_taken_from_the_resume(wg: Writegate) -> None:
     assert asked(out)  # an unknown key is refused: the same question stands
     assert asked(out)[0].value["error"]["code"] == "invalid_decision"
     assert payments(account) == 0
+
+
+def test_another_user_resuming_the_thread_is_refused_and_the_question_stands(
+    wg: Writegate,
+) -> None:
+    account = new_account()
+    graph, config, interrupt = start_payment(wg, account)
+    intruder = run_config(config["configurable"]["thread_id"], user="user_other")
+    with pytest.raises(NotFound):
+        graph.invoke(Command(resume=confirm(interrupt)), intruder)
+    assert payments(account) == 0
+    out = graph.invoke(Command(resume=confirm(interrupt)), config)
+    assert last_tool(out)["status"] == "succeeded"
+    assert payments(account) == 1
 
 
 def test_a_wrapped_langchain_tool_gets_its_request_key_only_after_confirmation(
