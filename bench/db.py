@@ -17,11 +17,10 @@ from typing import Any
 import psycopg
 from psycopg import Connection, sql
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool
 
 from writegate.checkpoints.database import with_database
 from writegate.checkpoints.migrate import setup_database
-from writegate.checkpoints.pool import Pool
+from writegate.checkpoints.pool import Pool, open_pool
 
 TENANT = "tenant_bench"
 USER = "user_bench"
@@ -120,19 +119,8 @@ def dbname(url: str) -> str:
 def open_bench_pool(
     url: str, *, max_size: int, connection_class: type[Connection[DictRow]] | None = None
 ) -> Pool:
-    """The same pool settings as `checkpoints.pool.open_pool`, with a chosen connection class."""
-    pool: Pool = ConnectionPool(
-        url,
-        connection_class=connection_class or Connection[DictRow],
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        min_size=1,
-        max_size=max_size,
-        open=False,
-        check=ConnectionPool.check_connection,
-        name="writegate-bench",
-    )
-    pool.open(wait=True, timeout=30)
-    return pool
+    """`checkpoints.pool.open_pool`'s pool, with a chosen connection class."""
+    return open_pool(url, max_size=max_size, connection_class=connection_class)
 
 
 def disable_autovacuum(url: str) -> None:

@@ -7,6 +7,9 @@ that needs a transaction opens one explicitly with ``conn.transaction()``.
 
 from __future__ import annotations
 
+import time
+from weakref import WeakKeyDictionary
+
 import psycopg
 from psycopg import Connection
 from psycopg.rows import DictRow, dict_row
@@ -19,17 +22,41 @@ Pool = ConnectionPool[Connection[DictRow]]
 OPEN_TIMEOUT_S = 10.0
 # How long a caller waits for a connection before it is told `temporarily_unavailable`.
 CHECKOUT_TIMEOUT_S = 10.0
+# A connection back in the pool for less than this is handed out without a check (as
+# HikariCP's alive-bypass window): it answered a moment ago, and checking it cost one
+# round trip per checkout, a quarter of a write's statements. One idle longer is checked.
+CHECK_AFTER_IDLE_S = 0.5
 
 
-def _check_alive(conn: Connection[DictRow]) -> None:
-    # Not ConnectionPool.check_connection: with prepare_threshold=0 its empty query is
-    # prepared under a new name on every checkout, and those statements pile up on the
-    # server for the connection's lifetime.
-    conn.execute("", prepare=False)
+class _AliveCheck:
+    """The pool's checkout check, skipped for connections returned a moment ago."""
+
+    def __init__(self, idle_s: float = CHECK_AFTER_IDLE_S) -> None:
+        self.idle_s = idle_s
+        self._returned: WeakKeyDictionary[Connection[DictRow], float] = WeakKeyDictionary()
+
+    def returned(self, conn: Connection[DictRow]) -> None:
+        """The pool's `reset` hook: runs on every connection given back in a good state."""
+        self._returned[conn] = time.monotonic()
+
+    def __call__(self, conn: Connection[DictRow]) -> None:
+        returned = self._returned.get(conn)
+        if returned is not None and time.monotonic() - returned < self.idle_s:
+            return
+        # Not ConnectionPool.check_connection: with prepare_threshold=0 its empty query
+        # is prepared under a new name on every checkout, and those statements pile up
+        # on the server for the connection's lifetime.
+        conn.execute("", prepare=False)
 
 
 def open_pool(
-    url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = CHECKOUT_TIMEOUT_S
+    url: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    check_after_idle_s: float = CHECK_AFTER_IDLE_S,
+    connection_class: type[Connection[DictRow]] | None = None,
+    timeout: float = CHECKOUT_TIMEOUT_S,
 ) -> Pool:
     """Open a pool on ``url`` and wait until its first connections are ready.
 
@@ -39,15 +66,18 @@ def open_pool(
     where = describe_database(url)
     # One direct attempt first: the pool would retry quietly and then report
     # only a timeout, hiding errors such as a wrong password or database name.
+    cls = connection_class or Connection[DictRow]
     try:
-        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S):
+        with cls.connect(url, connect_timeout=CONNECT_TIMEOUT_S):
             pass
     except psycopg.OperationalError as err:
         raise DatabaseUnavailable(f"Cannot connect to {where}: {err}".strip()) from err
 
+    alive = _AliveCheck(check_after_idle_s)
+
     def check(conn: Connection[DictRow]) -> None:
         try:
-            _check_alive(conn)
+            alive(conn)
         except psycopg.OperationalError:
             # A dead connection usually means a restart or a cut took its idle siblings too.
             # Drop them all now: the pool backs off 1, 2, 4 ... s before each further
@@ -57,14 +87,16 @@ def open_pool(
 
     pool: Pool = ConnectionPool(
         url,
-        connection_class=Connection[DictRow],
+        connection_class=cls,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
         min_size=min_size,
         max_size=max_size,
         open=False,
         timeout=timeout,
-        # A server restart leaves dead connections in the pool; test on checkout.
+        # A server restart leaves dead connections in the pool; test on checkout those
+        # that sat idle. A broken connection given back is discarded by the pool itself.
         check=check,
+        reset=alive.returned,
         name="writegate",
     )
     try:
