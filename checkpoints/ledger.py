@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import fields
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 from psycopg import Connection
@@ -34,14 +35,30 @@ from writegate.checkpoints.pool import Pool
 _JSON_FIELDS = ("args", "preview", "result", "arguments", "risk")
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
 def _params(record: Any) -> dict[str, Any]:
-    params = asdict(record)
+    """A record's fields as statement parameters: JSON columns wrapped, enums as values.
+
+    Shallow on purpose: `dataclasses.asdict` deep-copies every nested dict and list of
+    the arguments and preview (hundreds of recursive calls per ledger operation) only
+    for psycopg to serialize them once more.
+    """
+    params = {name: getattr(record, name) for name in _field_names(type(record))}
     for key in _JSON_FIELDS:
-        if key in params and params[key] is not None:
+        if params.get(key) is not None:
             params[key] = Jsonb(params[key])
     for key, value in params.items():
-        if hasattr(value, "value") and not isinstance(value, str | int):
-            params[key] = value.value  # enums
+        if isinstance(value, Enum):
+            params[key] = value.value
     return params
 
 
