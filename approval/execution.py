@@ -25,6 +25,7 @@ from writegate.approval.audit import (
     execution_refusal_audit,
 )
 from writegate.approval.canonical import digest, hash_secret
+from writegate.approval.decisions import Confirm
 from writegate.approval.downstream import RetryPolicy, call_with_retries, outcome_status
 from writegate.approval.errors import (
     AlreadyConsumed,
@@ -58,11 +59,15 @@ from writegate.approval.models import (
 from writegate.approval.outcomes import execution_outcome
 from writegate.approval.retention import TombstoneLookup
 from writegate.approval.risk import requires_fresh_confirmation
-from writegate.approval.service import ApprovalService, new_id
+from writegate.approval.service import ApprovalService, Confirmation, new_id
 from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, acting_for
 from writegate.approval.store import LedgerTx
 
 RUNNING = (ExecutionStatus.RUNNING,)
+
+
+class _TwoSteps(Exception):
+    """Leaves the one-transaction confirm-and-execute, rolling it back."""
 
 
 def default_owner() -> str:
@@ -113,6 +118,32 @@ class Executor:
         """
         return self._execute(identity, None, proposal_id, operation)
 
+    def confirm_and_execute(
+        self, identity: Identity, decision: Confirm, operation: str
+    ) -> Receipt | None:
+        """Take a person's confirm and execute it, for server-side code that takes the
+        confirmation itself (the graph's write node): the decision, the token's issue
+        and consumption, the execution claim and the local write commit together, in
+        one transaction instead of two.
+
+        Only the plain path is taken here: anything else (an expiry, a second approver,
+        a refusal at the claim) rolls the whole transaction back and returns None, and
+        the caller decides and executes in two steps as before, where each of those
+        outcomes is recorded and answered.
+        """
+        started = time.perf_counter()
+        try:
+            with self.store.transaction() as tx:
+                outcome = self.service.decide_in(tx, identity, decision, started)
+                if not isinstance(outcome, Confirmation):
+                    raise _TwoSteps
+                proposal, spec, execution = self._claim(
+                    tx, identity, outcome.token, decision.proposal_id, operation, started
+                )
+        except (_TwoSteps, WritegateError):
+            return None
+        return self._after_claim(identity, spec, proposal, execution, started)
+
     def _execute(
         self,
         identity: Identity,
@@ -156,6 +187,16 @@ class Executor:
             if not is_database_outage(exc):  # its audit row could not be written either
                 self._audit_refusal(identity, token or "", proposal_id, operation, exc, started)
             raise
+        return self._after_claim(identity, spec, proposal, execution, started)
+
+    def _after_claim(
+        self,
+        identity: Identity,
+        spec: ToolSpec,
+        proposal: Proposal,
+        execution: Execution,
+        started: float,
+    ) -> Receipt:
         tracing.annotate(
             proposal_id=proposal.proposal_id,
             execution_id=execution.execution_id,

@@ -308,36 +308,40 @@ class ApprovalService:
         self, identity: Identity, decision: Confirm | Decline | Cancel | Edit
     ) -> Confirmation | Ended | Proposal:
         started = time.perf_counter()
-        check_input(decision.model_dump())  # an edit's arguments, a reason: before any row
-        expired: WritegateError | None = None
         with self.store.transaction() as tx:
-            proposal = self._owned(tx, identity, decision.proposal_id, for_update=True)
-            now = tx.now()
-            if proposal.status in DECIDABLE and now >= proposal.expires_at:
-                tx.transition_proposal(
-                    proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED
-                )
-                tx.insert_audit(decision_audit(identity, proposal, "expired", started))
-                expired = ProposalExpired(
-                    proposal_id=proposal.proposal_id, expired_at=proposal.expires_at.isoformat()
-                )
-            elif isinstance(decision, Confirm):
-                return self._confirm(tx, identity, proposal, decision, started)
-            elif isinstance(decision, Edit):
-                return self._edit(tx, identity, proposal, decision.args, started)
-            else:
-                new = (
-                    ProposalStatus.DECLINED
-                    if isinstance(decision, Decline)
-                    else ProposalStatus.CANCELLED
-                )
-                self._require_pending(proposal)
-                tx.transition_proposal(
-                    proposal.proposal_id, proposal.status, new, decided_by=identity.user_id
-                )
-                tx.insert_audit(decision_audit(identity, proposal, new.value, started))
-                return Ended(replace(proposal, status=new))
-        raise expired or ProposalExpired(proposal_id=decision.proposal_id)
+            outcome = self.decide_in(tx, identity, decision, started)
+        if isinstance(outcome, ProposalExpired):
+            raise outcome  # after the commit: the proposal is recorded as expired
+        return outcome
+
+    def decide_in(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        decision: Confirm | Decline | Cancel | Edit,
+        started: float,
+    ) -> Confirmation | Ended | Proposal | ProposalExpired:
+        """`decide` inside the caller's transaction. An expiry is returned, not raised:
+        the caller commits the proposal's move to expired, then raises it."""
+        check_input(decision.model_dump())  # an edit's arguments, a reason: before any row
+        proposal = self._owned(tx, identity, decision.proposal_id, for_update=True)
+        if proposal.status in DECIDABLE and tx.now() >= proposal.expires_at:
+            tx.transition_proposal(proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED)
+            tx.insert_audit(decision_audit(identity, proposal, "expired", started))
+            return ProposalExpired(
+                proposal_id=proposal.proposal_id, expired_at=proposal.expires_at.isoformat()
+            )
+        if isinstance(decision, Confirm):
+            return self._confirm(tx, identity, proposal, decision, started)
+        if isinstance(decision, Edit):
+            return self._edit(tx, identity, proposal, decision.args, started)
+        new = ProposalStatus.DECLINED if isinstance(decision, Decline) else ProposalStatus.CANCELLED
+        self._require_pending(proposal)
+        tx.transition_proposal(
+            proposal.proposal_id, proposal.status, new, decided_by=identity.user_id
+        )
+        tx.insert_audit(decision_audit(identity, proposal, new.value, started))
+        return Ended(replace(proposal, status=new))
 
     def _confirm(
         self,

@@ -13,16 +13,17 @@ hands a resume value to whichever interrupt comes first, even one raised in the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphInterrupt
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 
-from writegate.approval.decisions import Cancel, Edit, parse_decision
+from writegate.approval.decisions import Cancel, Confirm, Edit, parse_decision
 from writegate.approval.errors import (
     Cancelled,
     NotFound,
@@ -30,7 +31,7 @@ from writegate.approval.errors import (
     WritegateError,
     is_database_outage,
 )
-from writegate.approval.models import Identity, Proposal, ProposalStatus
+from writegate.approval.models import Identity, Proposal, ProposalStatus, Receipt
 from writegate.approval.outcomes import proposal_error
 from writegate.approval.service import Confirmation, Ended
 from writegate.graph.identity import identity_of, thread_of
@@ -52,6 +53,7 @@ _AWAITING_SECOND = {
 class WriteState(TypedDict, total=False):
     call: dict[str, Any]
     proposal_id: str
+    proposal: Proposal
     messages: Annotated[list[AnyMessage], add_messages]
 
 
@@ -77,7 +79,8 @@ class WriteBranch:
             return {"messages": [tool_error(call["id"], call["name"], exc)]}
         except WritegateError as exc:
             return {"messages": [tool_error(call["id"], call["name"], exc)]}
-        return {"proposal_id": proposal.proposal_id}
+        # The proposal travels on to `approval`, which need not read it again.
+        return {"proposal_id": proposal.proposal_id, "proposal": proposal}
 
     def approval(self, state: WriteState, config: RunnableConfig) -> dict[str, Any]:
         """Ask, and keep asking until a valid structured decision for this proposal.
@@ -87,7 +90,9 @@ class WriteBranch:
         is shown back with its error, and the same question stands.
         """
         call, identity = state["call"], identity_of(config)
-        proposal = self.rt.service.get_proposal(identity, state["proposal_id"])
+        proposal = state.get("proposal") or self.rt.service.get_proposal(
+            identity, state["proposal_id"]
+        )
         error: WritegateError | None = None
         # LangGraph matches answers to this node's interrupts by their order.
         where = (thread_of(config), str(config.get("configurable", {}).get("checkpoint_ns", "")))
@@ -113,6 +118,13 @@ class WriteBranch:
                     presented=partial(self.rt.presented.was_presented, *question),
                     arg_schema=self.rt.registry.get(proposal.operation).json_schema(),
                 )
+                if isinstance(decision, Confirm):
+                    # Decide and execute in one transaction; None: the plain path did
+                    # not apply, and the decision goes the two-step way below.
+                    confirm = self.rt.executor.confirm_and_execute
+                    done = self._answer(call, partial(confirm, identity, decision, call["name"]))
+                    if done is not None:
+                        return {"messages": [done]}
                 outcome = self._decide(identity, proposal, decision)
             except WritegateError as exc:
                 if exc.code in _FINAL_CODES:
@@ -177,11 +189,21 @@ class WriteBranch:
     def execute(self, state: WriteState, config: RunnableConfig) -> dict[str, Any]:
         """Consume the confirmation and execute; on a re-run, report the one execution."""
         call, identity = state["call"], identity_of(config)
-        try:
-            receipt = self.rt.executor.execute_confirmed(
+        message = self._answer(
+            call,
+            lambda: self.rt.executor.execute_confirmed(
                 identity, state["proposal_id"], operation=call["name"]
-            )
-            message = tool_result(call["id"], call["name"], receipt_content(receipt))
+            ),
+        )
+        assert message is not None  # execute_confirmed always answers
+        return {"messages": [message]}
+
+    @staticmethod
+    def _answer(call: dict[str, Any], run: Callable[[], Receipt | None]) -> ToolMessage | None:
+        """The call's ToolMessage from an execution: its receipt, the first receipt when
+        it already ran, or the error saying why nothing (more) ran."""
+        try:
+            receipt = run()
         except WritegateError as exc:
             if is_database_outage(exc):
                 # Not an answer for the model: the run stops here, the thread keeps its
@@ -189,7 +211,8 @@ class WriteBranch:
                 raise
             first = exc.details.get("receipt")
             if exc.code == "already_consumed" and first:
-                message = tool_result(call["id"], call["name"], {**first})
-            else:
-                message = tool_error(call["id"], call["name"], exc)
-        return {"messages": [message]}
+                return tool_result(call["id"], call["name"], {**first})
+            return tool_error(call["id"], call["name"], exc)
+        if receipt is None:
+            return None
+        return tool_result(call["id"], call["name"], receipt_content(receipt))

@@ -223,23 +223,47 @@ class SimulatedCrash(Exception):
     """Stands for the process dying between the confirmation and the execution."""
 
 
+def _crash_after_the_decision(rt: Runtime, patch: pytest.MonkeyPatch, where: str) -> str:
+    """Make the process 'die' right after the confirm; the proposal's status it leaves.
+
+    `two_steps`: the confirm committed on its own, the execution never started (the
+    path taken when the one-transaction confirm-and-execute does not apply).
+    `one_transaction`: inside the transaction that confirms and executes together,
+    before its commit: nothing of it stays.
+    """
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise SimulatedCrash
+
+    if where == "two_steps":
+        patch.setattr(rt.executor, "confirm_and_execute", lambda *a, **k: None)
+        patch.setattr(rt.executor, "execute_confirmed", crash)
+        return "confirmed"
+    decide_in = rt.service.decide_in
+
+    def decide_then_crash(*args: Any, **kwargs: Any) -> Any:
+        decide_in(*args, **kwargs)
+        raise SimulatedCrash
+
+    patch.setattr(rt.service, "decide_in", decide_then_crash)
+    return "awaiting_confirmation"
+
+
+@pytest.mark.parametrize("where", ["two_steps", "one_transaction"])
 @pytest.mark.parametrize("amount", [5000, 19900], ids=["edited", "edit_unchanged"])
 def test_a_node_rerun_after_confirming_an_edit_executes_it_once(
-    rt: Runtime, monkeypatch: pytest.MonkeyPatch, amount: int
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, amount: int, where: str
 ) -> None:
     thread, order = new_id("t"), new_order(rt)
     graph, asked = start_refund(rt, thread, order)
     edit = _edit(asked.value["proposal_id"], order, amount)
     current = only_interrupt(graph.invoke(Command(resume=edit), config(thread))).value
 
-    def crash(*args: Any, **kwargs: Any) -> Any:
-        raise SimulatedCrash
-
     with monkeypatch.context() as patch:
-        patch.setattr(rt.executor, "execute_confirmed", crash)
+        left = _crash_after_the_decision(rt, patch, where)
         with pytest.raises(SimulatedCrash):
             graph.invoke(Command(resume=confirm(current["proposal_id"])), config(thread))
-    assert statuses(rt, thread)[-1] == "confirmed" and refunds_at_provider(rt, order) == 0
+    assert statuses(rt, thread)[-1] == left and refunds_at_provider(rt, order) == 0
 
     # Resuming re-runs the approval node from its start, replaying edit and confirm.
     out = graph.invoke(None, config(thread))
