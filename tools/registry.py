@@ -9,6 +9,7 @@ read or the local write, and the downstream call if there is one.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -33,9 +34,19 @@ class StrictArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, str_strip_whitespace=True)
 
 
+_SCHEMAS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
 def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema in the strict subset: closed objects, every field required."""
-    return _tighten(model.model_json_schema())
+    """The model's JSON schema in the strict subset: closed objects, every field required.
+
+    Generated once per model (pydantic takes about a millisecond for it, and every answer
+    to a question reads it); each caller gets its own copy.
+    """
+    schema = _SCHEMAS.get(model)
+    if schema is None:
+        schema = _SCHEMAS[model] = _tighten(model.model_json_schema())
+    return copy.deepcopy(schema)
 
 
 def _tighten(node: Any) -> Any:
