@@ -1,4 +1,4 @@
-"""The PNG chart of per-operation latency, baseline vs writegate (matplotlib, Agg backend).
+"""The PNG chart of per-operation latency, baseline vs writegate vs LangChain HITL (Agg backend).
 
 matplotlib comes with the `bench` dependency group (`uv sync --group bench`).
 """
@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 from writegate.bench.stats import percentile
 
 CHART_NAME = "bench-latency.png"
-COLORS = {"baseline": "#7f8c8d", "writegate": "#2e86de"}
+COLORS = {"baseline": "#7f8c8d", "writegate": "#2e86de", "langchain_hitl": "#e67e22"}
 
 
 def write_chart(results: dict[str, Any], out: Path) -> Path:

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, get_args
 
+from writegate.bench import langchain_hitl
 from writegate.bench.attribution import Recorder, breakdown, instrument_runtime, timed_saver
 from writegate.bench.db import Orders
 from writegate.bench.stats import ratio_spread, summary_ms
-from writegate.bench.workload import Durability, GraphRunner
+from writegate.bench.workload import Durability, GraphRunner, Kind
 from writegate.graph.runtime import Runtime
 
 WARMUP = 5
@@ -27,28 +28,30 @@ AIM_RATIO = 1.10
 def run_compare(
     url: str, ops: int, advance: Callable[[], None], *, durability: Durability = "async"
 ) -> dict[str, Any]:
+    kinds: tuple[Kind, ...] = ("baseline", "writegate")
+    if langchain_hitl.available():
+        kinds = (*kinds, "langchain_hitl")
     with Runtime.open(url, setup=False) as runtime:
         orders = Orders(runtime.pool, "cmp")
-        orders.reserve(2 * (ops + WARMUP))
-        runners = {k: GraphRunner(k, runtime, orders) for k in ("baseline", "writegate")}
+        orders.reserve(len(kinds) * (ops + WARMUP))
+        runners = {k: GraphRunner(k, runtime, orders) for k in kinds}
         for i in range(WARMUP):
             for runner in runners.values():
                 runner.op(f"warm-{runner.kind}-{i}", durability=durability)
-        samples: dict[str, list[float]] = {"baseline": [], "writegate": []}
-        cpu: dict[str, list[float]] = {"baseline": [], "writegate": []}
+        samples: dict[str, list[float]] = {k: [] for k in kinds}
+        cpu: dict[str, list[float]] = {k: [] for k in kinds}
         for i in range(ops):
-            order = ("baseline", "writegate") if i % 2 == 0 else ("writegate", "baseline")
-            for kind in order:
+            shift = i % len(kinds)  # each graph takes each place in the order in turn
+            for kind in kinds[shift:] + kinds[:shift]:
                 samples[kind].append(runners[kind].op(f"{kind}-{i}", durability=durability))
                 cpu[kind].append(runners[kind].last_cpu)
             advance()
     ratio = ratio_spread(samples["baseline"], samples["writegate"])
-    return {
+    result: dict[str, Any] = {
         "operations_each": ops,
         "durability": durability,
-        "order": "interleaved, alternating which graph goes first",
-        "baseline": summary_ms(samples["baseline"]),
-        "writegate": summary_ms(samples["writegate"]),
+        "order": "interleaved, rotating which graph goes first",
+        **{kind: summary_ms(samples[kind]) for kind in kinds},
         "ratio": ratio,
         "process_cpu": {kind: summary_ms(v) for kind, v in cpu.items()},
         "target_ratio": TARGET_RATIO,
@@ -56,6 +59,19 @@ def run_compare(
         "meets_target": bool(ratio["ratio_of_medians"] <= TARGET_RATIO),
         "samples_ms": {k: [round(s * 1000, 3) for s in v] for k, v in samples.items()},
     }
+    if "langchain_hitl" in samples:
+        # The real peer. Writegate.middleware() in create_agent is the like-for-like
+        # figure; where it does not exist, the writegate agent stands against the peer.
+        result["vs_langchain_hitl"] = {
+            "langchain_hitl_over_baseline": ratio_spread(
+                samples["baseline"], samples["langchain_hitl"]
+            ),
+            "writegate_agent_over_langchain_hitl": ratio_spread(
+                samples["langchain_hitl"], samples["writegate"]
+            ),
+            "writegate_middleware": "not measured: this tree has no Writegate.middleware()",
+        }
+    return result
 
 
 def _op_row(recorder: Recorder, runner: GraphRunner, total: float) -> dict[str, float]:

@@ -20,7 +20,7 @@ from writegate.approval.execution import Executor
 from writegate.approval.service import ApprovalService
 from writegate.bench.counting import Tally, counting_connection_class
 from writegate.bench.db import BenchServer, Orders, disable_autovacuum, open_bench_pool
-from writegate.bench.workload import GraphRunner, ledger_op
+from writegate.bench.workload import GraphRunner, ledger_op, token_ledger_op
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.pool import Pool
 from writegate.checkpoints.presented import PgPresentedQuestions
@@ -28,8 +28,11 @@ from writegate.graph.runtime import Runtime
 from writegate.tools.domain import default_registry
 from writegate.tools.provider import SimulatedProvider
 
-TARGET_LEDGER_COMMITS = 4
-PATHS = ("ledger", "writegate", "baseline")
+TARGET_LEDGER_COMMITS = 3  # propose; decide + consume + claim; record
+# `ledger`: the confirm taken server-side (the graph's path); `ledger_token`: the
+# token handed to a client and presented back (HTTP, MCP), one commit more.
+LEDGER_OPS = {"ledger": ledger_op, "ledger_token": token_ledger_op}
+PATHS = ("ledger", "ledger_token", "writegate", "baseline")
 
 
 def runtime_on(url: str, pool: Pool) -> Runtime:
@@ -53,9 +56,9 @@ def _count_path(server: BenchServer, url: str, path: str, orders: Orders, n: int
     pool = open_bench_pool(url, max_size=1, connection_class=counting_connection_class(tally))
     runtime = runtime_on(url, pool)
     try:
-        if path == "ledger":
+        if path in LEDGER_OPS:
             for i in range(n):
-                ledger_op(runtime, orders, f"count-ledger-{i}")
+                LEDGER_OPS[path](runtime, orders, f"count-{path}-{i}")
         else:
             runner = GraphRunner(
                 "writegate" if path == "writegate" else "baseline", runtime, orders

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from writegate.bench.report_more import scale_table, storage_tables, storm_table
+from writegate.bench.targets import targets_table
 
 JSON_NAME = "bench-results.json"
 
@@ -36,7 +37,9 @@ def compare_tables(r: dict[str, Any]) -> list[Table]:
     )
     for col in ("graph", "median ms", "p95 ms", "p99 ms", "mean ms", "CPU ms (median)"):
         t.add_column(col, justify="right" if col != "graph" else "left")
-    for kind in ("baseline", "writegate"):
+    for kind in ("baseline", "writegate", "langchain_hitl"):
+        if kind not in c:
+            continue
         s = c[kind]
         t.add_row(
             kind,
@@ -54,6 +57,14 @@ def compare_tables(r: dict[str, Any]) -> list[Table]:
         f"{high:.3f}); per pair median {ratio['per_pair_median']:.3f} IQR {q1:.3f}-{q3:.3f}. "
         f"Target <= {c['target_ratio']} (aim {c['aim_ratio']}): {_ok(c['meets_target'])}"
     )
+    if "vs_langchain_hitl" in c:
+        peer = c["vs_langchain_hitl"]
+        t.caption += (
+            "\nlangchain_hitl: create_agent + HumanInTheLoopMiddleware, same model, tool and "
+            "saver. langchain_hitl/baseline "
+            f"{peer['langchain_hitl_over_baseline']['ratio_of_medians']:.3f}; writegate/"
+            f"langchain_hitl {peer['writegate_agent_over_langchain_hitl']['ratio_of_medians']:.3f}"
+        )
     a = r["attribution"]
     t2 = Table(
         title=f"1b. Where the time goes (means per operation, {a['operations_each_per_mode']}"
@@ -159,6 +170,25 @@ def counts_table(r: dict[str, Any]) -> Table:
     return t
 
 
+def profile_table(r: dict[str, Any]) -> Table:
+    p = r["profile"]
+    kinds = [k for k in ("baseline", "writegate", "langchain_hitl") if k in p]
+    t = Table(title="7. Python CPU per write by package (cProfile, own time, ms per operation)")
+    t.add_column("package")
+    for kind in kinds:
+        t.add_column(kind, justify="right")
+    packages = dict.fromkeys(k for kind in kinds for k in p[kind]["cpu_ms_per_op_by_package"])
+    for package in packages:
+        t.add_row(
+            package,
+            *(f"{p[kind]['cpu_ms_per_op_by_package'].get(package, 0.0):.2f}" for kind in kinds),
+        )
+    t.add_row("profiled total", *(f"{p[kind]['profiled_cpu_ms_per_op']:.2f}" for kind in kinds))
+    t.add_row("process CPU", *(f"{p[kind]['process_cpu_ms_per_op']:.2f}" for kind in kinds))
+    t.caption = p["method"]
+    return t
+
+
 def print_report(results: dict[str, Any], console: Console) -> None:
 
     tables = [
@@ -168,6 +198,8 @@ def print_report(results: dict[str, Any], console: Console) -> None:
         storm_table(results),
         *storage_tables(results),
         scale_table(results),
+        profile_table(results),
+        targets_table(results["targets"]),
     ]
     for table in tables:
         table.caption_justify = "left"

@@ -1,6 +1,6 @@
 """Run the whole benchmark: every part, with progress, into one results dictionary.
 
-`run_bench(options)` creates the bench's databases on the server, runs the six parts in
+`run_bench(options)` creates the bench's databases on the server, runs the seven parts in
 order, drops the databases (unless `keep`), and returns the figures; `report` turns
 them into tables, a JSON file and a chart. The machine description travels with the
 figures, since they mean little without it.
@@ -25,9 +25,11 @@ from writegate.bench.compare import run_attribution, run_compare
 from writegate.bench.counts import run_counts
 from writegate.bench.db import BenchServer
 from writegate.bench.ledger import run_ledger
+from writegate.bench.profile import run_profile
 from writegate.bench.scale import run_scale
 from writegate.bench.storage import run_storage
 from writegate.bench.storm import run_storm
+from writegate.bench.targets import build_targets
 from writegate.bench.tracing_cost import run_tracing_cost
 from writegate.bench.verdict import explain_cost
 from writegate.checkpoints.database import describe_database
@@ -46,6 +48,7 @@ class Options:
     storage_ops: int = 200
     thread_ops: int = 1000
     scale_sizes: tuple[int, int] = (10_000, 100_000)
+    profile_ops: int = 40
 
     @classmethod
     def full(cls, ops: int = 300) -> Options:
@@ -63,6 +66,7 @@ class Options:
             storage_ops=6,
             thread_ops=12,
             scale_sizes=(1_000, 5_000),
+            profile_ops=2,
         )
 
 
@@ -152,9 +156,11 @@ def run_bench(
             )
             part("scale", lambda: run_scale(server, o.scale_sizes, task("6 scale", 2)))
             part("tracing", run_tracing_cost)
+            part("profile", lambda: run_profile(url, o.profile_ops, task("7 CPU by package", 3)))
     finally:
         left = server.drop_all()
         results["databases_kept"] = left
     results["cost"] = explain_cost(results)
+    results["targets"] = build_targets(results)
     results["seconds"] = round(time.perf_counter() - began, 1)
     return results

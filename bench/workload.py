@@ -24,11 +24,12 @@ from writegate.approval.models import Identity
 from writegate.approval.service import Confirmation
 from writegate.bench.baseline import build_baseline
 from writegate.bench.db import REFUND_AMOUNT, TENANT, USER, Orders
+from writegate.bench.langchain_hitl import APPROVE, build_langchain_hitl
 from writegate.graph.build import build_graph
 from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
 
-Kind = Literal["baseline", "writegate"]
+Kind = Literal["baseline", "writegate", "langchain_hitl"]
 Durability = Literal["sync", "async", "exit"]
 IDENTITY = Identity(USER, TENANT, frozenset())
 
@@ -64,11 +65,17 @@ class GraphRunner:
         self.calls = 0
         self.last_cpu = 0.0  # CPU seconds of this whole process during the last operation
         saver = checkpointer or runtime.checkpointer
-        self.graph: CompiledStateGraph[Any, Any, Any, Any] = (
-            build_graph(runtime, model=self.model, checkpointer=saver)
-            if kind == "writegate"
-            else build_baseline(runtime.pool, runtime.provider, self.model, saver, on_domain)
-        )
+        self.graph: CompiledStateGraph[Any, Any, Any, Any]
+        if kind == "writegate":
+            self.graph = build_graph(runtime, model=self.model, checkpointer=saver)
+        elif kind == "langchain_hitl":
+            self.graph = build_langchain_hitl(
+                runtime.pool, runtime.provider, self.model, saver, on_domain
+            )
+        else:
+            self.graph = build_baseline(
+                runtime.pool, runtime.provider, self.model, saver, on_domain
+            )
 
     def op(self, thread_id: str, *, durability: Durability = "async", trim: bool = False) -> float:
         """One write operation; returns its wall time in seconds.
@@ -109,6 +116,8 @@ class GraphRunner:
         (pending,) = out["__interrupt__"]
         if self.kind == "writegate":
             return {"action": "confirm", "proposal_id": pending.value["proposal_id"]}
+        if self.kind == "langchain_hitl":
+            return dict(APPROVE)
         return {"action": "confirm"}
 
     @staticmethod
@@ -122,23 +131,38 @@ class GraphRunner:
             raise RuntimeError(f"a benchmark operation did not succeed: {results[-1:]}")
 
 
-def ledger_op(runtime: Runtime, orders: Orders, thread_id: str) -> float:
-    """The protocol without LangGraph: propose, confirm, execute; returns seconds."""
-    args = refund_args(orders.take())
-    started = time.perf_counter()
+def _propose(runtime: Runtime, orders: Orders, thread_id: str) -> str:
     proposal = runtime.service.propose(
         IDENTITY,
         thread_id=thread_id,
         tool_call_id="call_1",
         tool_name="refund_order",
-        raw_args=args,
+        raw_args=refund_args(orders.take()),
     )
-    decided = runtime.service.decide(
-        IDENTITY, Confirm(action="confirm", proposal_id=proposal.proposal_id)
-    )
+    return proposal.proposal_id
+
+
+def ledger_op(runtime: Runtime, orders: Orders, thread_id: str) -> float:
+    """The protocol without LangGraph, as server-side code that takes the confirm runs
+    it: propose; confirm and execute in one transaction; record. Returns seconds."""
+    started = time.perf_counter()
+    confirm = Confirm(action="confirm", proposal_id=_propose(runtime, orders, thread_id))
+    receipt = runtime.executor.confirm_and_execute(IDENTITY, confirm, "refund_order")
+    elapsed = time.perf_counter() - started
+    if receipt is None or receipt.status != "succeeded":
+        raise RuntimeError(f"a ledger operation did not succeed: {receipt}")
+    return elapsed
+
+
+def token_ledger_op(runtime: Runtime, orders: Orders, thread_id: str) -> float:
+    """The same with the token presented, as HTTP and MCP clients do: the confirm
+    returns the secret to the client, so it commits on its own. Returns seconds."""
+    started = time.perf_counter()
+    proposal_id = _propose(runtime, orders, thread_id)
+    decided = runtime.service.decide(IDENTITY, Confirm(action="confirm", proposal_id=proposal_id))
     assert isinstance(decided, Confirmation)
     receipt = runtime.executor.execute(
-        IDENTITY, decided.token, proposal_id=proposal.proposal_id, operation="refund_order"
+        IDENTITY, decided.token, proposal_id=proposal_id, operation="refund_order"
     )
     elapsed = time.perf_counter() - started
     if receipt.status != "succeeded":

@@ -35,6 +35,8 @@ FIGURES = [
     "scale.growth.list_pending_ms", "scale.growth.expire_us_per_row",
     "scale.growth.backlog_probe_ms", "scale.growth.without_index_probe_ms.list_pending",
     "cost.predicted_extra_ms", "cost.lines", "machine.postgres", "tracing.off_us_per_life",
+    "counts.paths.ledger_token.ledger_commits_per_op",
+    "profile.writegate.cpu_ms_per_op_by_package", "profile.baseline.process_cpu_ms_per_op",
 ]  # fmt: skip
 
 
@@ -58,9 +60,13 @@ def test_quick_bench_writes_every_figure_and_drops_its_databases(
         assert figure(results, path) is not None, path
     assert [level["concurrency"] for level in results["ledger"]["ledger"]] == [1, 4, 16]
     assert all(level["commits_per_s"] > 0 for level in results["ledger"]["single_row_commits"])
-    assert set(results["counts"]["paths"]) == {"ledger", "writegate", "baseline"}
+    assert set(results["counts"]["paths"]) == {"ledger", "ledger_token", "writegate", "baseline"}
     assert len(results["compare"]["samples_ms"]["writegate"]) == results["options"]["ops"]
     assert len(results["storm"]["executions_per_round"]) == results["options"]["storm_rounds"]
+    assert len(results["targets"]) == 9
+    assert all({"figure", "value", "target", "met"} <= set(row) for row in results["targets"])
+    if importlib.util.find_spec("langchain") is not None:
+        assert figure(results, "compare.langchain_hitl.median_ms") is not None
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "bench-latency.png").stat().st_size > 0
 

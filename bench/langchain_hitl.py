@@ -1,0 +1,50 @@
+"""The real peer: LangChain's `create_agent` with its `HumanInTheLoopMiddleware`.
+
+    create_agent(model, [refund_order], middleware=[HumanInTheLoopMiddleware(...)])
+
+The same scripted model, the same `refund_order` tool as the naive baseline (the same
+domain write and provider call, no ledger) and the same saver. The middleware pauses
+each `refund_order` call on an interrupt; the person answers LangChain's way,
+`{"decisions": [{"type": "approve"}]}`. Needs the `langchain` extra
+(`uv sync --extra langchain`); without it the bench leaves this graph out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import Runnable
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from writegate.bench.baseline import refund_tool
+from writegate.checkpoints.pool import Pool
+from writegate.tools.provider import ProviderClient
+
+APPROVE = {"decisions": [{"type": "approve"}]}
+
+
+def available() -> bool:
+    return importlib.util.find_spec("langchain.agents") is not None
+
+
+def build_langchain_hitl(
+    pool: Pool,
+    provider: ProviderClient,
+    model: Runnable[Any, Any],
+    checkpointer: BaseCheckpointSaver[Any],
+    on_domain: Callable[[float], None] | None = None,
+) -> Any:
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"refund_order": True})
+    chat_model: Any = model  # create_agent wants a BaseChatModel: the scripted one is
+    return create_agent(
+        chat_model,
+        [refund_tool(pool, provider, on_domain)],
+        middleware=[hitl],
+        checkpointer=checkpointer,
+        name="langchain_hitl",
+    )
