@@ -66,9 +66,8 @@ def open_pool(
     where = describe_database(url)
     # One direct attempt first: the pool would retry quietly and then report
     # only a timeout, hiding errors such as a wrong password or database name.
-    cls = connection_class or Connection[DictRow]
     try:
-        with cls.connect(url, connect_timeout=CONNECT_TIMEOUT_S):
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S):
             pass
     except psycopg.OperationalError as err:
         raise DatabaseUnavailable(f"Cannot connect to {where}: {err}".strip()) from err
@@ -87,7 +86,7 @@ def open_pool(
 
     pool: Pool = ConnectionPool(
         url,
-        connection_class=cls,
+        connection_class=connection_class or Connection[DictRow],
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
         min_size=min_size,
         max_size=max_size,
