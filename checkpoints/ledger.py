@@ -63,7 +63,7 @@ def _params(record: Any) -> dict[str, Any]:
 
 
 def _proposal(row: DictRow | None) -> Proposal | None:
-    if row is None:
+    if row is None or row["proposal_id"] is None:
         return None
     return Proposal(**{**row, "status": ProposalStatus(row["status"])})
 
@@ -101,12 +101,30 @@ class PgLedgerTx:
     def insert_proposal(self, proposal: Proposal) -> Proposal | None:
         return _proposal(self._one(sql.INSERT_PROPOSAL_SQL, _params(proposal)))
 
+    def _first_read(self, plain: str, with_now: str, params: Any) -> DictRow | None:
+        """A read that also brings the transaction's now(), while it is still unknown."""
+        if self._clock is not None or self._now is not None:
+            return self._one(plain, params)
+        row = self._one(with_now, params)
+        if row is not None:
+            self._now = row.pop("tx_now")
+        return row
+
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None:
-        query = sql.SELECT_PROPOSAL_SQL + (" FOR UPDATE" if for_update else "")
-        return _proposal(self._one(query, (proposal_id,)))
+        lock = " FOR UPDATE" if for_update else ""
+        return _proposal(
+            self._first_read(
+                sql.SELECT_PROPOSAL_SQL + lock, sql.SELECT_PROPOSAL_NOW_SQL + lock, (proposal_id,)
+            )
+        )
 
     def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
-        return _proposal(self._one(sql.SELECT_PROPOSAL_BY_CALL_SQL, (thread_id, tool_call_id)))
+        params = (thread_id, tool_call_id)
+        return _proposal(
+            self._first_read(
+                sql.SELECT_PROPOSAL_BY_CALL_SQL, sql.SELECT_PROPOSAL_BY_CALL_NOW_SQL, params
+            )
+        )
 
     def find_open_proposal(self, thread_id: str, fingerprint: str) -> Proposal | None:
         return _proposal(
@@ -217,24 +235,27 @@ class PgLedgerTx:
         error_code: str | None = None,
         count_attempt: bool = False,
     ) -> Execution | None:
-        return _execution(
-            self._one(
-                sql.TRANSITION_EXECUTION_SQL,
-                {
-                    "execution_id": execution_id,
-                    "expected": [s.value for s in expected],
-                    "new": new.value,
-                    "now": self.now(),
-                    "lease_owner": lease_owner,
-                    "require_owner": require_owner,
-                    "lease_seconds": lease_seconds,
-                    "provider_ref": provider_ref,
-                    "result": Jsonb(result) if result is not None else None,
-                    "error_code": error_code,
-                    "attempt": 1 if count_attempt else 0,
-                },
-            )
+        # Without a clock read yet, the statement uses the transaction's own now().
+        now = self._clock() if self._clock is not None else self._now
+        row = self._one(
+            sql.TRANSITION_EXECUTION_SQL,
+            {
+                "execution_id": execution_id,
+                "expected": [s.value for s in expected],
+                "new": new.value,
+                "now": now,
+                "lease_owner": lease_owner,
+                "require_owner": require_owner,
+                "lease_seconds": lease_seconds,
+                "provider_ref": provider_ref,
+                "result": Jsonb(result) if result is not None else None,
+                "error_code": error_code,
+                "attempt": 1 if count_attempt else 0,
+            },
         )
+        if row is not None and now is None:
+            self._now = row["updated_at"]
+        return _execution(row)
 
     def find_open_execution(self, tenant_id: str, fingerprint: str) -> Execution | None:
         return _execution(self._one(sql.SELECT_OPEN_EXECUTION_SQL, (tenant_id, fingerprint)))

@@ -31,6 +31,18 @@ SELECT_PROPOSAL_SQL = f"SELECT {PROPOSAL_COLUMNS} FROM wg_proposals WHERE propos
 SELECT_PROPOSAL_BY_CALL_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM wg_proposals WHERE thread_id = %s AND tool_call_id = %s"""
 
+# The same two reads with the transaction's clock beside the row: now() is the start of
+# the transaction whichever statement reads it, so the first read of a transaction
+# brings it along instead of a `SELECT now()` of its own. The call's read always
+# returns one row (all proposal columns null when there is none).
+SELECT_PROPOSAL_NOW_SQL = f"""
+SELECT now() AS tx_now, {PROPOSAL_COLUMNS} FROM wg_proposals WHERE proposal_id = %s"""
+
+SELECT_PROPOSAL_BY_CALL_NOW_SQL = f"""
+SELECT now() AS tx_now, p.* FROM (SELECT 1) AS one
+LEFT JOIN (SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
+           WHERE thread_id = %s AND tool_call_id = %s) AS p ON true"""
+
 SELECT_OPEN_PROPOSAL_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
 WHERE thread_id = %s AND fingerprint = %s
@@ -116,20 +128,22 @@ WHERE tenant_id = %s AND fingerprint = %s
   AND status IN ({OPEN_EXECUTION_SQL})
 LIMIT 1"""
 
+# `now` may be null: the transaction's own now(), which RETURNING then reports.
 TRANSITION_EXECUTION_SQL = f"""
 UPDATE wg_executions
 SET status = %(new)s,
-    updated_at = %(now)s,
+    updated_at = COALESCE(%(now)s::timestamptz, now()),
     lease_owner = CASE WHEN %(lease_owner)s::text IS NULL THEN lease_owner
                        ELSE %(lease_owner)s END,
     lease_expires_at = CASE WHEN %(lease_seconds)s::float8 IS NULL THEN lease_expires_at
-                       ELSE %(now)s + make_interval(secs => %(lease_seconds)s) END,
+                       ELSE COALESCE(%(now)s::timestamptz, now())
+                            + make_interval(secs => %(lease_seconds)s) END,
     provider_ref = COALESCE(%(provider_ref)s, provider_ref),
     result = COALESCE(%(result)s, result),
     error_code = %(error_code)s,
     attempts = attempts + %(attempt)s,
-    completed_at = CASE WHEN %(new)s IN ('succeeded', 'failed_terminal') THEN %(now)s
-                        ELSE completed_at END
+    completed_at = CASE WHEN %(new)s IN ('succeeded', 'failed_terminal')
+                        THEN COALESCE(%(now)s::timestamptz, now()) ELSE completed_at END
 WHERE execution_id = %(execution_id)s AND status = ANY(%(expected)s)
   AND (%(require_owner)s::text IS NULL OR lease_owner = %(require_owner)s)
 RETURNING {EXECUTION_COLUMNS}"""
