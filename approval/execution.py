@@ -54,6 +54,7 @@ from writegate.approval.models import (
     Proposal,
     ProposalStatus,
     Receipt,
+    Token,
     TokenStatus,
 )
 from writegate.approval.outcomes import execution_outcome
@@ -138,7 +139,13 @@ class Executor:
                 if not isinstance(outcome, Confirmation):
                     raise _TwoSteps
                 proposal, spec, execution = self._claim(
-                    tx, identity, outcome.token, decision.proposal_id, operation, started
+                    tx,
+                    identity,
+                    outcome.token,
+                    decision.proposal_id,
+                    operation,
+                    started,
+                    held=outcome.proposal,
                 )
         except (_TwoSteps, WritegateError):
             return None
@@ -238,7 +245,12 @@ class Executor:
         proposal_id: str | None,
         operation: str | None,
         started: float,
+        *,
+        held: Proposal | None = None,
     ) -> tuple[Proposal, ToolSpec, Execution]:
+        """T1. `held`: the proposal as this very transaction just confirmed it; its row
+        and its token's are locked by this transaction already, so neither is read again.
+        """
         if secret is None:  # execute_confirmed: the proposal's own token row
             peek = tx.get_token_for_proposal(proposal_id) if proposal_id else None
         else:
@@ -246,10 +258,15 @@ class Executor:
         if peek is None:
             raise TokenUnknown(proposal_id=proposal_id)
         hashed = peek.token_hash
-        # Lock in decide()'s order, the proposal row and then its token, so that a
-        # confirm racing this execute waits for it instead of deadlocking with it.
-        locked = tx.get_proposal(peek.proposal_id, for_update=True)
-        token = tx.get_token(hashed, for_update=True)
+        locked: Proposal | None
+        token: Token | None
+        if held is not None and held.proposal_id == peek.proposal_id:
+            locked, token = held, peek  # written by this transaction: nobody else can
+        else:
+            # Lock in decide()'s order, the proposal row and then its token, so that a
+            # confirm racing this execute waits for it instead of deadlocking with it.
+            locked = tx.get_proposal(peek.proposal_id, for_update=True)
+            token = tx.get_token(hashed, for_update=True)
         if token is None:  # a concurrent confirm replaced it
             raise TokenUnknown(proposal_id=proposal_id)
         if token.subject != identity.user_id:

@@ -396,7 +396,8 @@ class ApprovalService:
         )
         expires_at = self.issue_token(tx, proposal, secret)
         tx.insert_audit(decision_audit(identity, proposal, "confirmed", started))
-        return Confirmation(replace(proposal, status=ProposalStatus.CONFIRMED), secret, expires_at)
+        confirmed = replace(proposal, status=ProposalStatus.CONFIRMED, decided_by=identity.user_id)
+        return Confirmation(confirmed, secret, expires_at)
 
     def require_current_requirements(self, proposal: Proposal) -> None:
         """A policy change that would ask more (or less) of this proposal needs a new one."""
