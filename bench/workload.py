@@ -85,22 +85,20 @@ class GraphRunner:
         """
         self.calls += 1
         call_id = f"call_{self.calls}"
-        script = self.model.script
-        assert script is not None
-        script.append(
-            AIMessage(
-                content="",
-                tool_calls=[
-                    {
-                        "name": "refund_order",
-                        "args": refund_args(self.orders.take()),
-                        "id": call_id,
-                        "type": "tool_call",
-                    }
-                ],
-            )
+        call = {
+            "name": "refund_order",
+            "args": refund_args(self.orders.take()),
+            "id": call_id,
+            "type": "tool_call",
+        }
+        # Only this operation's two replies: a script that kept every earlier one grew
+        # with the run, and LangChain's create_agent pays for its length on each call.
+        self.model.feed(
+            [
+                AIMessage(content="", tool_calls=[call]),
+                AIMessage(content="The refund went through."),
+            ]
         )
-        script.append(AIMessage(content="The refund went through."))
         ask: list[Any] = [RemoveMessage(id=REMOVE_ALL_MESSAGES)] if trim else []
         ask.append(HumanMessage("Please refund my order."))
         config: Any = run_config(thread_id)

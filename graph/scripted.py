@@ -98,6 +98,15 @@ class ScriptedChatModel(BaseChatModel):
         with self._state.lock:
             return [list(c) for c in self._state.calls]
 
+    def feed(self, replies: Sequence[AIMessage]) -> None:
+        """Drop the replies already given and queue these next (a long-running caller,
+        such as the bench, would otherwise carry every reply it ever scripted)."""
+        with self._state.lock:
+            assert self.script is not None
+            del self.script[: self._state.cursor]
+            self._state.cursor = 0
+            self.script.extend(replies)
+
     def bind_tools(
         self,
         tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],

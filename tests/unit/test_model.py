@@ -370,3 +370,13 @@ def test_scripted_tool_calls_are_typed_like_a_real_models() -> None:
     scripted_call = ScriptedChatModel(script=script).invoke([HumanMessage("x")]).tool_calls[0]
     planned_call = ScriptedChatModel().invoke([HumanMessage("list orders")]).tool_calls[0]
     assert scripted_call.get("type") == planned_call.get("type") == "tool_call"
+
+
+def test_feeding_a_scripted_model_drops_the_replies_it_already_gave() -> None:
+    model = ScriptedChatModel(script=[])
+    bound = model.bind_tools([])
+    for turn in range(3):
+        model.feed([AIMessage(content=f"first {turn}"), AIMessage(content=f"second {turn}")])
+        assert bound.invoke([HumanMessage("go")]).content == f"first {turn}"
+        assert bound.invoke([HumanMessage("go")]).content == f"second {turn}"
+        assert model.script is not None and len(model.script) == 2
