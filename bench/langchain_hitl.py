@@ -26,7 +26,11 @@ APPROVE = {"decisions": [{"type": "approve"}]}
 
 
 def available() -> bool:
-    return importlib.util.find_spec("langchain.agents") is not None
+    # find_spec of a submodule raises when its parent package is missing: ask in turn.
+    return (
+        importlib.util.find_spec("langchain") is not None
+        and importlib.util.find_spec("langchain.agents") is not None
+    )
 
 
 def build_langchain_hitl(
