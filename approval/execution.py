@@ -132,24 +132,35 @@ class Executor:
         the caller decides and executes in two steps as before, where each of those
         outcomes is recorded and answered.
         """
-        started = time.perf_counter()
-        try:
-            with self.store.transaction() as tx:
-                outcome = self.service.decide_in(tx, identity, decision, started)
-                if not isinstance(outcome, Confirmation):
-                    raise _TwoSteps
-                proposal, spec, execution = self._claim(
-                    tx,
-                    identity,
-                    outcome.token,
-                    decision.proposal_id,
-                    operation,
-                    started,
-                    held=outcome.proposal,
-                )
-        except (_TwoSteps, WritegateError):
-            return None
-        return self._after_claim(identity, spec, proposal, execution, started)
+        parent = tracing.recall(self.store, proposal_id=decision.proposal_id)
+        pid, tenant = decision.proposal_id, identity.tenant_id
+        with tracing.span(
+            "writegate.decide", parent, proposal_id=pid, tenant_id=tenant, action="confirm"
+        ):
+            pass  # the decision commits with the claim below, in the same transaction
+        with tracing.span("writegate.execute", parent, proposal_id=pid, tenant_id=tenant):
+            started = time.perf_counter()
+            try:
+                with self.store.transaction() as tx:
+                    outcome = self.service.decide_in(tx, identity, decision, started)
+                    if not isinstance(outcome, Confirmation):
+                        raise _TwoSteps
+                    proposal, spec, execution = self._claim(
+                        tx,
+                        identity,
+                        outcome.token,
+                        decision.proposal_id,
+                        operation,
+                        started,
+                        held=outcome.proposal,
+                    )
+            except _TwoSteps:
+                return None
+            except WritegateError as exc:
+                if is_database_outage(exc):
+                    raise  # the commit's fate is unknown: say so, never decide a second time
+                return None
+            return self._after_claim(identity, spec, proposal, execution, started)
 
     def _execute(
         self,
