@@ -24,8 +24,12 @@ from writegate.approval.service import ApprovalService
 from writegate.tools.kit_args import from_function, from_langchain
 from writegate.tools.kit_spec import (
     CallableTool,
+    Clarify,
+    Hooks,
     Lookup,
+    Normalize,
     Resource,
+    Step,
     ToolPreview,
     Validator,
     takes,
@@ -72,23 +76,30 @@ def _declare(
     target: Callable[..., Any] | BaseTool,
     name: str | None,
     effect: SideEffect,
-    hooks: dict[str, Any],
+    hooks: Hooks,
 ) -> GuardedTool:
-    write = effect is not SideEffect.NONE
+    write, local = effect is not SideEffect.NONE, False
     if isinstance(target, BaseTool):
         tool_name = name or target.name
         model, description, run = from_langchain(target, write=write)
     else:
         tool_name = name or target.__name__
         model, description, run = from_function(target, tool_name, write=write)
-        hooks = {**hooks, "local": write and takes(target, "conn")}
+        local = write and takes(target, "conn")
+    around = [key for key in ("prepare", "on_success", "compensate") if getattr(hooks, key)]
+    if local and around:
+        raise TypeError(
+            f"{tool_name}: {', '.join(key + '=' for key in around)} go with a downstream "
+            "call; a local write (one taking `conn`) does its bookkeeping in its function"
+        )
     spec = CallableTool(
         name=tool_name,
         description=description,
         args_model=model,
         side_effect=effect,
         run=run,
-        **hooks,
+        hooks=hooks,
+        local=local,
     )
     return GuardedTool(name=tool_name, description=description, args_schema=model, spec=spec)
 
@@ -102,6 +113,12 @@ def write_tool(
     preview: Callable[..., ToolPreview] | None = None,
     validate: Validator | None = None,
     lookup: Lookup | None = None,
+    clarify: Clarify | None = None,
+    normalize: Normalize | None = None,
+    freeze: Step | None = None,
+    prepare: Step | None = None,
+    on_success: Step | None = None,
+    compensate: Step | None = None,
     name: str | None = None,
 ) -> Any:
     """Declare a write tool: proposed, shown, confirmed by a person, run at most once.
@@ -124,6 +141,25 @@ def write_tool(
       result if so, None if never seen. Without it, an unknown outcome (a timeout, a
       lost answer) is escalated to a person and never sent again.
 
+    Optional steps; each hook may declare the keyword-only values it needs of `conn`,
+    `identity`, `request_key` and `expected_version` (where they exist):
+
+    - `clarify(raw) -> {field: question}`: what only the user can supply and the
+      model left out (e.g. the amount); a non-empty answer asks the user, nothing is
+      proposed.
+    - `normalize(args) -> dict`: the canonical arguments, after the schema check
+      (e.g. a set sorted); they are what is digested and confirmed.
+    - `freeze(args, *, conn, identity) -> dict`: at proposal time, fixes what the
+      arguments stand for (e.g. "all resolved tickets" as the exact ids and versions);
+      the keys it returns join the arguments, so the confirmation covers them.
+    - With a downstream call only (a function without `conn`):
+      `prepare(args, *, conn, identity, expected_version, request_key)` runs in the
+      transaction that consumes the confirmation, after `validate`, before the call
+      (e.g. reserve the amount); `on_success(args, result, *, conn, ...)` runs in the
+      transaction that records the downstream's success, found later by `lookup`
+      too; `compensate(args, *, conn, ...)` in the one that records a final refusal
+      (undo what `prepare` did). Each runs once per operation.
+
     The function raising a writegate error (e.g. StateChanged) means "did not apply";
     any other exception means "may have applied", and the outcome becomes unknown.
     """
@@ -131,8 +167,20 @@ def write_tool(
     if effect is SideEffect.NONE:
         raise ValueError("a write tool's side effect is reversible, irreversible or external")
 
+    hooks = Hooks(
+        resource=resource,
+        preview=preview,
+        validate=validate,
+        lookup=lookup,
+        clarify=clarify,
+        normalize=normalize,
+        freeze=freeze,
+        prepare=prepare,
+        on_success=on_success,
+        compensate=compensate,
+    )
+
     def wrap(target: Callable[..., Any] | BaseTool) -> GuardedTool:
-        hooks = {"resource": resource, "preview": preview, "validate": validate, "lookup": lookup}
         return _declare(target, name, effect, hooks)
 
     return wrap if func is None else wrap(func)
@@ -144,10 +192,12 @@ def read_tool(
     """Declare a read tool: it runs at once, and every call is audited.
 
     Use as `@read_tool` (or `@read_tool(name=...)`) on a function, which may take a
-    keyword-only `identity` to scope what it reads, or as `read_tool(langchain_tool)`.
+    keyword-only `identity` to scope what it reads and `conn`, a connection to
+    writegate's database in the transaction that audits the call; or as
+    `read_tool(langchain_tool)`.
     """
 
     def wrap(target: Callable[..., Any] | BaseTool) -> GuardedTool:
-        return _declare(target, name, SideEffect.NONE, {})
+        return _declare(target, name, SideEffect.NONE, Hooks())
 
     return wrap if func is None else wrap(func)

@@ -7,7 +7,9 @@ downstream) and `identity` (who the call acts for, from the host's run context).
 `conn`, makes a write local: the function then runs inside writegate's own transaction,
 on its connection, right after the version check (see `tools/kit_spec.py`); such a
 function may also take `expected_version`, the version the person confirmed, to guard
-its own statement with it.
+its own statement with it. Any write function may take `confirmed_args`: the whole
+canonical arguments as the person confirmed them, including what a `normalize=` or
+`freeze=` hook made of them (a batch's frozen set and versions, say).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from writegate.approval.models import Identity
 from writegate.tools.kit_spec import Runner
 from writegate.tools.registry import StrictArgs
 
-INJECTED = ("request_key", "identity", "conn", "expected_version")
+INJECTED = ("request_key", "identity", "conn", "expected_version", "confirmed_args")
 
 
 def strict_model(name: str, source: type[BaseModel]) -> type[StrictArgs]:
@@ -54,8 +56,9 @@ def from_function(
             f"{name}: a write tool takes `*, request_key: str` and passes it downstream "
             "as the idempotency key"
         )
-    if not write and "request_key" in params:
-        raise TypeError(f"{name}: a read tool has no request key")
+    for key in ("request_key", "confirmed_args"):
+        if not write and key in params:
+            raise TypeError(f"{name}: a read tool has no `{key}`")
     source = create_schema_from_function(
         name, func, filter_args=list(INJECTED), parse_docstring=True
     )
@@ -65,9 +68,9 @@ def from_function(
     wants = {key for key in INJECTED if key in params}
 
     def run(
-        typed: StrictArgs, request_key: str | None, identity: Identity, local: dict[str, Any]
+        values: dict[str, Any], request_key: str | None, identity: Identity, local: dict[str, Any]
     ) -> Any:
-        kwargs = {key: getattr(typed, key) for key in model.model_fields}
+        kwargs = dict(values)
         given = {"request_key": request_key, "identity": identity, **local}
         kwargs.update({key: given.get(key) for key in wants})
         if inspect.iscoroutinefunction(func):  # we run in a worker thread, off any loop
@@ -95,9 +98,9 @@ def from_langchain(tool: BaseTool, *, write: bool) -> tuple[type[StrictArgs], st
     model = strict_model(tool.name, visible)
 
     def run(
-        typed: StrictArgs, request_key: str | None, identity: Identity, local: dict[str, Any]
+        values: dict[str, Any], request_key: str | None, identity: Identity, local: dict[str, Any]
     ) -> Any:
-        kwargs: dict[str, Any] = {key: getattr(typed, key) for key in model.model_fields}
+        kwargs: dict[str, Any] = dict(values)
         if takes_key and write:
             kwargs["request_key"] = request_key
         configurable = {"user_id": identity.user_id, "tenant_id": identity.tenant_id}

@@ -13,17 +13,22 @@ its rows commit with the ledger's or not at all, and there is no downstream to l
 answer. A `validate=` hook may declare `conn` too (to read the state it guards) and
 `expected_version` (None when proposed, the confirmed version when executed), and may
 return `Checked(version, facts)` whose facts reach a `preview=` hook declaring `facts`.
+
+The optional steps around the function are `Hooks` (see `write_tool` for each one):
+asking the user for what only they can supply, reshaping and freezing the arguments
+before they are confirmed, and, for a write with a downstream call, a local step in the
+confirming transaction with its bookkeeping on success and its undo on a refusal.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from writegate.approval.errors import StateChanged, Unprotected
+from writegate.approval.errors import ClarificationNeeded, StateChanged, Unprotected
 from writegate.approval.models import Identity, Preview, SideEffect
 from writegate.approval.spec import DownstreamResult, ToolContext, Validated, acting_identity
 from writegate.tools.registry import StrictArgs, Tool
@@ -32,9 +37,14 @@ from writegate.tools.registry import StrictArgs, Tool
 Resource = Callable[[dict[str, Any]], str]
 Validator = Callable[..., "int | Checked"]  # (args, identity[, *, conn])
 Lookup = Callable[[dict[str, Any], str], "dict[str, Any] | None"]
-# (typed arguments, request key or None for a read, identity, what a local write is
-# given: {"conn": the transaction's connection, "expected_version": confirmed}) -> result
-Runner = Callable[[StrictArgs, "str | None", Identity, dict[str, Any]], Any]
+# Each step a hook may add; `call_hook` hands it the keywords it declares of
+# conn, identity, request_key and expected_version.
+Clarify = Callable[[dict[str, Any]], Mapping[str, str]]  # raw -> {missing field: question}
+Normalize = Callable[[dict[str, Any]], dict[str, Any]]  # checked args -> canonical args
+Step = Callable[..., Any]
+# (the function's parameters by name, request key or None for a read, identity, the
+# keyword-only values writegate offers: "conn", "expected_version", "confirmed_args")
+Runner = Callable[[dict[str, Any], "str | None", Identity, dict[str, Any]], Any]
 
 
 def takes(func: Callable[..., Any], name: str) -> bool:
@@ -68,6 +78,7 @@ class PreviewField:
     label: str | None = None  # the word a person reads ("Amount"), instead of the name
     options: Sequence[str] | None = None  # a closed set: the page edits it with a select
     identifies: bool = False  # names the target: changing it would be another operation
+    money_of: str | None = None  # an amount in minor units; names the field of its currency
 
     def to_dict(self) -> dict[str, Any]:
         shown = self.display if self.display is not None else _shown(self.value)
@@ -78,6 +89,8 @@ class PreviewField:
             out["options"] = list(self.options)
         if self.identifies:
             out["identifies"] = True
+        if self.money_of is not None:
+            out["money_of"] = self.money_of
         return out
 
 
@@ -116,6 +129,33 @@ def _acting() -> Identity:
     return identity
 
 
+@dataclass(frozen=True)
+class Hooks:
+    """A tool's optional steps besides its function; `write_tool` documents each one."""
+
+    resource: Resource | None = None
+    preview: Callable[..., ToolPreview] | None = None
+    validate: Validator | None = None
+    lookup: Lookup | None = None
+    clarify: Clarify | None = None
+    normalize: Normalize | None = None
+    freeze: Step | None = None
+    prepare: Step | None = None
+    on_success: Step | None = None
+    compensate: Step | None = None
+
+    @property
+    def reshape(self) -> bool:
+        """Whether the confirmed arguments may differ in shape from the typed ones."""
+        return self.normalize is not None or self.freeze is not None
+
+
+def _json_object(value: Any, hook: str, tool: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"{tool}: {hook}= must return a dict of JSON values")
+    return value
+
+
 class CallableTool(Tool):
     """One user tool as a ToolSpec; the decorators in `tools/kit.py` build it."""
 
@@ -127,10 +167,7 @@ class CallableTool(Tool):
         args_model: type[StrictArgs],
         side_effect: SideEffect,
         run: Runner,
-        resource: Resource | None = None,
-        preview: Callable[[dict[str, Any]], ToolPreview] | None = None,
-        validate: Validator | None = None,
-        lookup: Lookup | None = None,
+        hooks: Hooks | None = None,
         local: bool = False,
     ) -> None:
         self.name = name
@@ -139,33 +176,65 @@ class CallableTool(Tool):
         self.side_effect = side_effect
         self.requires_approval = side_effect is not SideEffect.NONE
         self._run = run
-        self._resource = resource
-        self._preview = preview
-        self._validate = validate
-        self._lookup = lookup
+        self.hooks = hooks or Hooks()
         self._local = local  # runs in the ledger's transaction, on its connection
 
-    def typed(self, args: dict[str, Any]) -> StrictArgs:
-        """Canonical arguments back as the typed values the function declares."""
-        return self.args_model.model_validate(args)
+    def arguments(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The function's parameters from the canonical arguments: typed as declared, or,
+        when `normalize=` / `freeze=` reshaped them, taken by name as they are."""
+        if self.hooks.reshape:
+            return {key: args.get(key) for key in self.args_model.model_fields}
+        typed = self.args_model.model_validate(args)
+        return {key: getattr(typed, key) for key in self.args_model.model_fields}
+
+    # -- arguments ----------------------------------------------------------------------
+
+    def clarify(self, raw: dict[str, Any]) -> None:
+        if self.hooks.clarify is None:
+            return
+        questions = dict(self.hooks.clarify(raw) or {})
+        if questions:
+            raise ClarificationNeeded(
+                "ask the user: " + " ".join(questions.values()),
+                missing=list(questions),
+                questions=list(questions.values()),
+            )
+
+    def normalize(self, raw: dict[str, Any]) -> dict[str, Any]:
+        args = super().normalize(raw)
+        if self.hooks.normalize is None:
+            return args
+        return _json_object(self.hooks.normalize(args), "normalize", self.name)
+
+    def freeze_scope(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        """At proposal time: what `freeze=` fixes now joins the arguments to confirm."""
+        if self.hooks.freeze is None:
+            return args
+        scope = call_hook(self.hooks.freeze, args, conn=ctx.conn, identity=ctx.identity)
+        return {**args, **_json_object(scope, "freeze", self.name)}
 
     # -- read -------------------------------------------------------------------------
 
     def read(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         if self.requires_approval:
             raise self._unsupported("read step")
-        return as_json_dict(self._run(self.typed(args), None, ctx.identity, {"conn": ctx.conn}))
+        values = self.arguments(args)
+        return as_json_dict(self._run(values, None, ctx.identity, {"conn": ctx.conn}))
 
     # -- propose ------------------------------------------------------------------------
 
     def _check(
         self, ctx: ToolContext, args: dict[str, Any], expected_version: int | None = None
     ) -> Checked:
-        if self._validate is None:
+        if self.hooks.validate is None:
             return Checked(0)
         # `expected_version` is None when proposed, the confirmed version when executed.
         seen = call_hook(
-            self._validate, args, ctx.identity, conn=ctx.conn, expected_version=expected_version
+            self.hooks.validate,
+            args,
+            ctx.identity,
+            conn=ctx.conn,
+            expected_version=expected_version,
         )
         checked = Checked(seen) if type(seen) is int else seen
         if not isinstance(checked, Checked) or type(checked.version) is not int:
@@ -173,13 +242,13 @@ class CallableTool(Tool):
         return checked
 
     def validate(self, ctx: ToolContext, args: dict[str, Any]) -> Validated:
-        resource = self._resource(args) if self._resource else self.name
+        resource = self.hooks.resource(args) if self.hooks.resource else self.name
         checked = self._check(ctx, args)
         return Validated(str(resource), checked.version, checked.facts)
 
     def preview(self, args: dict[str, Any], seen: Validated) -> Preview:
-        if self._preview is not None:
-            shown = call_hook(self._preview, args, facts=seen.facts)
+        if self.hooks.preview is not None:
+            shown = call_hook(self.hooks.preview, args, facts=seen.facts)
         else:
             fields = [PreviewField(key, value) for key, value in args.items()]
             shown = ToolPreview(fields, f"{self.name} runs once with exactly these arguments.")
@@ -199,15 +268,24 @@ class CallableTool(Tool):
     def apply(
         self, ctx: ToolContext, args: dict[str, Any], *, expected_version: int, request_key: str
     ) -> dict[str, Any]:
+        if not self.requires_approval:
+            raise self._unsupported("write step")
         # Inside the transaction that consumes the confirmation: the state must still be
         # what the person saw, or nothing runs and the token stays unused.
         current = self._check(ctx, args, expected_version).version
         if current != expected_version:
             raise StateChanged(expected_version=expected_version, current_version=current)
+        offered = {"conn": ctx.conn, "expected_version": expected_version}
         if self._local:  # its rows commit with this transaction or not at all
-            local = {"conn": ctx.conn, "expected_version": expected_version}
-            return as_json_dict(self._run(self.typed(args), request_key, ctx.identity, local))
-        return {}
+            given = {**offered, "confirmed_args": args}
+            return as_json_dict(self._run(self.arguments(args), request_key, ctx.identity, given))
+        if self.hooks.prepare is None:
+            return {}
+        # The downstream call's local part (e.g. a reservation), committed before it runs.
+        prepared = call_hook(
+            self.hooks.prepare, args, identity=ctx.identity, request_key=request_key, **offered
+        )
+        return {} if prepared is None else as_json_dict(prepared)
 
     @property
     def has_downstream(self) -> bool:
@@ -215,16 +293,28 @@ class CallableTool(Tool):
 
     @property
     def has_lookup(self) -> bool:
-        return self._lookup is not None
+        return self.hooks.lookup is not None
 
     def call_downstream(self, args: dict[str, Any], request_key: str) -> DownstreamResult:
-        return _as_result(self._run(self.typed(args), request_key, _acting(), {}))
+        if not self.has_downstream:
+            raise self._unsupported("downstream system")
+        given = {"confirmed_args": args}
+        return _as_result(self._run(self.arguments(args), request_key, _acting(), given))
 
     def lookup_downstream(self, args: dict[str, Any], request_key: str) -> DownstreamResult | None:
-        if self._lookup is None:
+        if self.hooks.lookup is None:
             raise self._unsupported("lookup")
-        found = self._lookup(args, request_key)
+        found = self.hooks.lookup(args, request_key)
         return None if found is None else _as_result(found)
 
+    def on_downstream_success(
+        self, ctx: ToolContext, args: dict[str, Any], request_key: str, result: DownstreamResult
+    ) -> None:
+        if self.hooks.on_success is not None:
+            offered = {"conn": ctx.conn, "identity": ctx.identity, "request_key": request_key}
+            call_hook(self.hooks.on_success, args, result.result, **offered)
+
     def compensate(self, ctx: ToolContext, args: dict[str, Any], request_key: str) -> None:
-        return None  # nothing was written locally; the tool's own refusal stands
+        if self.hooks.compensate is not None:  # else nothing was written locally to undo
+            offered = {"conn": ctx.conn, "identity": ctx.identity, "request_key": request_key}
+            call_hook(self.hooks.compensate, args, **offered)
