@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from writegate.tools.batch import CloseTickets
-from writegate.tools.orders import GetOrder, ListOrders, RefundOrder
+from writegate.tools.orders import RefundOrder, get_order, list_orders
 from writegate.tools.provider import ProviderClient
 from writegate.tools.registry import Registry
 from writegate.tools.ticket_writes import create_ticket, update_ticket
-from writegate.tools.tickets import GetTicket, ListTickets
+from writegate.tools.tickets import get_ticket, list_tickets
 
 
 def default_registry(provider: ProviderClient) -> Registry:
     """All eight tools (seven single writes and reads, one batch); refunds go to `provider`."""
     return Registry(
         [
-            GetOrder(),
-            ListOrders(),
+            get_order.spec,
+            list_orders.spec,
             RefundOrder(provider),
-            GetTicket(),
-            ListTickets(),
+            get_ticket.spec,
+            list_tickets.spec,
             create_ticket.spec,
             update_ticket.spec,
             CloseTickets(),

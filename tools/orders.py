@@ -26,8 +26,9 @@ from writegate.approval.errors import (
     StateChanged,
     ValidationFailed,
 )
-from writegate.approval.models import Preview, SideEffect
+from writegate.approval.models import Identity, Preview, SideEffect
 from writegate.approval.spec import DownstreamResult, ToolContext, Validated
+from writegate.tools.kit import read_tool
 from writegate.tools.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
 from writegate.tools.provider import ProviderClient
 from writegate.tools.registry import StrictArgs, Tool
@@ -90,10 +91,10 @@ def order_view(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def find_order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
+def own_order(conn: Any, identity: Identity, order_id: str) -> dict[str, Any]:
     """The caller's own order; anyone else's is reported missing, so existence never leaks."""
-    ident = ctx.identity
-    row = ctx.conn.execute(SELECT_ORDER_SQL, (order_id, ident.tenant_id, ident.user_id)).fetchone()
+    params = (order_id, identity.tenant_id, identity.user_id)
+    row = conn.execute(SELECT_ORDER_SQL, params).fetchone()
     if row is None:
         raise NotFound("no such order for this user", order_id=order_id)
     return order_view(row)
@@ -110,20 +111,13 @@ def mark_refund_succeeded(conn: Any, request_key: str, provider_ref: str | None)
     return row is not None
 
 
-class OrderIdArgs(StrictArgs):
-    order_id: Annotated[
-        str, Field(min_length=1, max_length=64, description="The order id, e.g. ord_1001.")
-    ]
-
-
-class NoArgs(StrictArgs):
-    pass
+OrderId = Annotated[
+    str, Field(min_length=1, max_length=64, description="The order id, e.g. ord_1001.")
+]
 
 
 class RefundArgs(StrictArgs):
-    order_id: Annotated[
-        str, Field(min_length=1, max_length=64, description="The order id, e.g. ord_1001.")
-    ]
+    order_id: OrderId
     amount_minor: Annotated[
         int,
         Field(
@@ -142,31 +136,18 @@ class RefundArgs(StrictArgs):
     ]
 
 
-class GetOrder(Tool):
-    name = "get_order"
-    description = (
-        "Look up one of the user's orders: amounts paid, refunded and still refundable "
-        "(in minor units and for display), currency and version."
-    )
-    args_model = OrderIdArgs
-    side_effect = SideEffect.NONE
-    requires_approval = False
-
-    def read(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-        return find_order(ctx, args["order_id"])
+@read_tool
+def get_order(order_id: OrderId, *, identity: Identity, conn: Any) -> dict[str, Any]:
+    """Look up one of the user's orders: amounts paid, refunded and still refundable
+    (in minor units and for display), currency and version."""
+    return own_order(conn, identity, order_id)
 
 
-class ListOrders(Tool):
-    name = "list_orders"
-    description = "List the user's orders (at most 100) with their refundable balances."
-    args_model = NoArgs
-    side_effect = SideEffect.NONE
-    requires_approval = False
-
-    def read(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-        ident = ctx.identity
-        rows = ctx.conn.execute(LIST_ORDERS_SQL, (ident.tenant_id, ident.user_id)).fetchall()
-        return {"orders": [order_view(row) for row in rows]}
+@read_tool
+def list_orders(*, identity: Identity, conn: Any) -> dict[str, Any]:
+    """List the user's orders (at most 100) with their refundable balances."""
+    rows = conn.execute(LIST_ORDERS_SQL, (identity.tenant_id, identity.user_id)).fetchall()
+    return {"orders": [order_view(row) for row in rows]}
 
 
 class RefundOrder(Tool):
@@ -202,7 +183,7 @@ class RefundOrder(Tool):
             )
 
     def validate(self, ctx: ToolContext, args: dict[str, Any]) -> Validated:
-        order = find_order(ctx, args["order_id"])
+        order = own_order(ctx.conn, ctx.identity, args["order_id"])
         amount, currency = args["amount_minor"], args["currency"]
         if currency != order["currency"]:
             raise ValidationFailed(

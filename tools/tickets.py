@@ -16,9 +16,9 @@ from pydantic import Field
 
 from writegate.approval.canonical import to_rfc3339
 from writegate.approval.errors import InvalidTransition, NotFound
-from writegate.approval.models import Identity, SideEffect
+from writegate.approval.models import Identity
 from writegate.approval.spec import ToolContext
-from writegate.tools.registry import StrictArgs, Tool
+from writegate.tools.kit import read_tool
 
 TicketStatus = Literal["open", "in_progress", "resolved", "closed"]
 TICKET_STATUSES: tuple[str, ...] = get_args(TicketStatus)
@@ -106,14 +106,6 @@ TicketId = Annotated[
 ]
 
 
-class TicketIdArgs(StrictArgs):
-    ticket_id: TicketId
-
-
-class NoArgs(StrictArgs):
-    pass
-
-
 NewStatus = Annotated[TicketStatus, Field(description="The new status.")]
 Title = Annotated[str, Field(min_length=1, max_length=200, description="1 to 200 characters.")]
 Description = Annotated[
@@ -121,25 +113,14 @@ Description = Annotated[
 ]
 
 
-class GetTicket(Tool):
-    name = "get_ticket"
-    description = "Look up one of the user's support tickets, with the statuses it may move to."
-    args_model = TicketIdArgs
-    side_effect = SideEffect.NONE
-    requires_approval = False
-
-    def read(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-        return find_ticket(ctx, args["ticket_id"])
+@read_tool
+def get_ticket(ticket_id: TicketId, *, identity: Identity, conn: Any) -> dict[str, Any]:
+    """Look up one of the user's support tickets, with the statuses it may move to."""
+    return own_ticket(conn, identity, ticket_id)
 
 
-class ListTickets(Tool):
-    name = "list_tickets"
-    description = "List the user's support tickets (at most 100)."
-    args_model = NoArgs
-    side_effect = SideEffect.NONE
-    requires_approval = False
-
-    def read(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-        ident = ctx.identity
-        rows = ctx.conn.execute(LIST_TICKETS_SQL, (ident.tenant_id, ident.user_id)).fetchall()
-        return {"tickets": [ticket_view(row) for row in rows]}
+@read_tool
+def list_tickets(*, identity: Identity, conn: Any) -> dict[str, Any]:
+    """List the user's support tickets (at most 100)."""
+    rows = conn.execute(LIST_TICKETS_SQL, (identity.tenant_id, identity.user_id)).fetchall()
+    return {"tickets": [ticket_view(row) for row in rows]}
