@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from writegate.tools.batch import CloseTickets
-from writegate.tools.orders import RefundOrder, get_order, list_orders
+from writegate.tools.orders import get_order, list_orders
 from writegate.tools.provider import ProviderClient
+from writegate.tools.refunds import RefundOrder
 from writegate.tools.registry import Registry
 from writegate.tools.ticket_writes import create_ticket, update_ticket
 from writegate.tools.tickets import get_ticket, list_tickets

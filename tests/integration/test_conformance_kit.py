@@ -26,8 +26,8 @@ from writegate.testing import (
 )
 from writegate.tools.batch import CloseTickets
 from writegate.tools.faults import FaultScript
-from writegate.tools.orders import RefundOrder
 from writegate.tools.provider import SimulatedProvider
+from writegate.tools.refunds import RefundOrder
 from writegate.tools.ticket_writes import create_ticket, update_ticket
 
 ME = Identity("user_kit", "tenant_kit")

@@ -26,8 +26,8 @@ from writegate.approval.models import Identity
 from writegate.approval.spec import ToolContext
 from writegate.checkpoints.pool import Pool
 from writegate.tools.domain import default_registry
-from writegate.tools.orders import mark_refund_succeeded
 from writegate.tools.provider import SimulatedProvider
+from writegate.tools.refunds import mark_refund_succeeded
 from writegate.tools.registry import Registry
 from writegate.tools.seed import DEMO_TENANT, reset_demo, seed_demo
 
