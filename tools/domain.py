@@ -5,7 +5,7 @@ from __future__ import annotations
 from writegate.tools.batch import CloseTickets
 from writegate.tools.orders import get_order, list_orders
 from writegate.tools.provider import ProviderClient
-from writegate.tools.refunds import RefundOrder
+from writegate.tools.refunds import refund_order_tool
 from writegate.tools.registry import Registry
 from writegate.tools.ticket_writes import create_ticket, update_ticket
 from writegate.tools.tickets import get_ticket, list_tickets
@@ -17,7 +17,7 @@ def default_registry(provider: ProviderClient) -> Registry:
         [
             get_order.spec,
             list_orders.spec,
-            RefundOrder(provider),
+            refund_order_tool(provider).spec,
             get_ticket.spec,
             list_tickets.spec,
             create_ticket.spec,

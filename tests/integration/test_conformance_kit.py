@@ -27,7 +27,7 @@ from writegate.testing import (
 from writegate.tools.batch import CloseTickets
 from writegate.tools.faults import FaultScript
 from writegate.tools.provider import SimulatedProvider
-from writegate.tools.refunds import RefundOrder
+from writegate.tools.refunds import refund_order_tool
 from writegate.tools.ticket_writes import create_ticket, update_ticket
 
 ME = Identity("user_kit", "tenant_kit")
@@ -83,7 +83,7 @@ def test_refund_order_through_the_provider_simulator_and_its_faults(
             script.reset()
 
     report = check_write_tool(
-        RefundOrder(provider),
+        refund_order_tool(provider),
         args=fresh_refund,
         edited=lambda args: {**args, "amount_minor": 1500},
         effects=provider.count_refunds,

@@ -20,10 +20,11 @@ from writegate.approval.errors import (
     InvalidTransition,
     NotFound,
     StateChanged,
+    Unprotected,
     ValidationFailed,
 )
 from writegate.approval.models import Identity
-from writegate.approval.spec import ToolContext
+from writegate.approval.spec import ToolContext, acting_for
 from writegate.checkpoints.pool import Pool
 from writegate.tools.domain import default_registry
 from writegate.tools.provider import SimulatedProvider
@@ -221,8 +222,12 @@ def test_refund_downstream_and_lookup(
     order_id = make_order(pool, alice)
     spec, key = registry.get("refund_order"), _id("key")
     assert spec.lookup_downstream(refund_args(order_id), key) is None
-    first = spec.call_downstream(refund_args(order_id), key)
-    again = spec.call_downstream(refund_args(order_id), key)
+    with pytest.raises(Unprotected):  # only the executor and the reconciler call it
+        spec.call_downstream(refund_args(order_id), key)
+    assert provider.count_refunds(order_id) == 0
+    with acting_for(alice):
+        first = spec.call_downstream(refund_args(order_id), key)
+        again = spec.call_downstream(refund_args(order_id), key)
     found = spec.lookup_downstream(refund_args(order_id), key)
     assert first.provider_ref and first.provider_ref.startswith("re_")
     assert again == first and found == first
