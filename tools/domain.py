@@ -1,8 +1,13 @@
-"""The demo domain's tools, registered together: orders and refunds, tickets, the batch close."""
+"""The demo domain's tools, registered together: orders and refunds, tickets, the batch close.
+
+Each one is declared with the public `write_tool` / `read_tool`, as anyone's tool is:
+there is no private path for the demo.
+"""
 
 from __future__ import annotations
 
-from writegate.tools.batch import CloseTickets
+from writegate.tools.batch import close_tickets
+from writegate.tools.kit import GuardedTool
 from writegate.tools.orders import get_order, list_orders
 from writegate.tools.provider import ProviderClient
 from writegate.tools.refunds import refund_order_tool
@@ -11,17 +16,20 @@ from writegate.tools.ticket_writes import create_ticket, update_ticket
 from writegate.tools.tickets import get_ticket, list_tickets
 
 
-def default_registry(provider: ProviderClient) -> Registry:
+def domain_tools(provider: ProviderClient) -> list[GuardedTool]:
     """All eight tools (seven single writes and reads, one batch); refunds go to `provider`."""
-    return Registry(
-        [
-            get_order.spec,
-            list_orders.spec,
-            refund_order_tool(provider).spec,
-            get_ticket.spec,
-            list_tickets.spec,
-            create_ticket.spec,
-            update_ticket.spec,
-            CloseTickets(),
-        ]
-    )
+    return [
+        get_order,
+        list_orders,
+        refund_order_tool(provider),
+        get_ticket,
+        list_tickets,
+        create_ticket,
+        update_ticket,
+        close_tickets,
+    ]
+
+
+def default_registry(provider: ProviderClient) -> Registry:
+    """The eight domain tools' protocol views, by name."""
+    return Registry(tool.spec for tool in domain_tools(provider))

@@ -17,7 +17,6 @@ from pydantic import Field
 from writegate.approval.canonical import to_rfc3339
 from writegate.approval.errors import InvalidTransition, NotFound
 from writegate.approval.models import Identity
-from writegate.approval.spec import ToolContext
 from writegate.tools.kit import read_tool
 
 TicketStatus = Literal["open", "in_progress", "resolved", "closed"]
@@ -95,10 +94,6 @@ def own_ticket(conn: Any, identity: Identity, ticket_id: str) -> dict[str, Any]:
     if row is None:
         raise NotFound("no such ticket for this user", ticket_id=ticket_id)
     return ticket_view(row)
-
-
-def find_ticket(ctx: ToolContext, ticket_id: str) -> dict[str, Any]:
-    return own_ticket(ctx.conn, ctx.identity, ticket_id)
 
 
 TicketId = Annotated[

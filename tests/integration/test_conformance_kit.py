@@ -24,7 +24,7 @@ from writegate.testing import (
     check_write_tool,
     throwaway_database,
 )
-from writegate.tools.batch import CloseTickets
+from writegate.tools.batch import close_tickets
 from writegate.tools.faults import FaultScript
 from writegate.tools.provider import SimulatedProvider
 from writegate.tools.refunds import refund_order_tool
@@ -124,7 +124,7 @@ def test_close_tickets(writegate_database: str) -> None:
         return {"ticket_ids": [new_ticket(writegate_database, "resolved") for _ in range(2)]}
 
     report = check_write_tool(
-        CloseTickets(),
+        close_tickets,
         args=two_resolved,
         edited=lambda args: {"ticket_ids": args["ticket_ids"][:1]},
         effects=lambda: scalar(writegate_database, CLOSED_BATCHES_SQL),

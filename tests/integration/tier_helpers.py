@@ -16,7 +16,7 @@ from writegate.approval.policy import DEFAULT_POLICY_FILE, Policy, parse_policy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.migrate import setup_database
 from writegate.graph.runtime import Runtime
-from writegate.tools.batch import CloseTickets
+from writegate.tools.batch import close_tickets
 
 TENANT = "tenant_hz"
 REQUESTER = Identity("user_42", TENANT)
@@ -47,7 +47,7 @@ def open_runtime(create_database: Callable[[], str], **options: Any) -> Iterator
     setup_database(url)
     runtime = Runtime.open(url, setup=False, **options)
     if "close_tickets" not in runtime.registry:
-        runtime.registry.register(CloseTickets())
+        runtime.registry.register(close_tickets.spec)
     try:
         yield runtime
     finally:
