@@ -199,3 +199,40 @@ def test_audit_rows_are_built_only_by_the_builders_in_approval_audit() -> None:
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "AuditRecord":
                     pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno} builds an AuditRecord")
+
+
+# -- no private path: the demo's tools are declared as anyone's are ---------------------
+
+# The one class built on the internal `tools.registry.Tool`: the kit's adapter.
+TOOL_BASE_USERS = {"tools/kit_spec.py": {"CallableTool"}}
+
+
+def _subclasses_of_tool(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef):
+            bases = {ast.unparse(base).rsplit(".", 1)[-1] for base in node.bases}
+            if "Tool" in bases:
+                found.add(node.name)
+    return found
+
+
+def test_only_the_kit_builds_on_the_internal_tool_base() -> None:
+    users = {}
+    for package in sorted(_packages()):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if classes := _subclasses_of_tool(path):
+                users[str(path.relative_to(ROOT))] = classes
+    assert users == TOOL_BASE_USERS
+
+
+def test_every_shipped_tool_is_declared_with_write_tool_or_read_tool() -> None:
+    from writegate.tools.domain import default_registry, domain_tools
+    from writegate.tools.kit import GuardedTool
+    from writegate.tools.kit_spec import CallableTool
+
+    tools = domain_tools(None)  # type: ignore[arg-type]  # no provider call is made
+    assert tools and all(isinstance(tool, GuardedTool) for tool in tools)
+    specs = default_registry(None).specs()  # type: ignore[arg-type]
+    assert [spec.name for spec in specs] == [tool.name for tool in tools]
+    assert all(type(spec) is CallableTool for spec in specs)
