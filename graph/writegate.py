@@ -54,7 +54,7 @@ def spec_of(tool: Any) -> ToolSpec:
             "so writegate knows whether it changes anything"
         )
     if callable(getattr(tool, "normalize", None)) and hasattr(tool, "requires_approval"):
-        return tool  # already a ToolSpec (e.g. a writegate.tools.registry.Tool)
+        return tool  # already a ToolSpec (the conformance kit's recorder, a test double)
     raise TypeError(f"not a tool: {tool!r}; decorate it with @write_tool or @read_tool")
 
 
