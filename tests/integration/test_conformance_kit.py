@@ -25,6 +25,7 @@ from writegate.testing import (
     throwaway_database,
 )
 from writegate.tools.batch import close_tickets
+from writegate.tools.domain import domain_tools
 from writegate.tools.faults import FaultScript
 from writegate.tools.provider import SimulatedProvider
 from writegate.tools.refunds import refund_order_tool
@@ -132,6 +133,19 @@ def test_close_tickets(writegate_database: str) -> None:
         database_url=writegate_database,
     )
     passed(report, Scenario.LOST_ANSWER_IS_UNKNOWN, Scenario.RETRIES_KEEP_THE_KEY)
+
+
+def test_every_shipped_write_tool_has_its_conformance_test_above() -> None:
+    # The kit checks write tools (reads have no proposal to check); a new shipped
+    # write needs its own test here.
+    checked = {
+        "refund_order": test_refund_order_through_the_provider_simulator_and_its_faults,
+        "create_ticket": test_create_ticket,
+        "update_ticket": test_update_ticket,
+        "close_tickets": test_close_tickets,
+    }
+    shipped = domain_tools(None)  # type: ignore[arg-type]  # no provider call is made
+    assert {tool.name for tool in shipped if tool.spec.requires_approval} == set(checked)
 
 
 # -- a user's own tool, declared with the public API only ------------------------------
