@@ -178,7 +178,9 @@ def counts_table(r: dict[str, Any]) -> Table:
 
 def profile_table(r: dict[str, Any]) -> Table:
     p = r["profile"]
-    kinds = [k for k in ("baseline", "writegate", "langchain_hitl") if k in p]
+    kinds = [
+        k for k in ("baseline", "writegate", "langchain_hitl", "writegate_middleware") if k in p
+    ]
     t = Table(title="7. Python CPU per write by package (cProfile, own time, ms per operation)")
     t.add_column("package")
     for kind in kinds:

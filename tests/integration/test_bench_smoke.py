@@ -47,6 +47,7 @@ HTTP_STORM_FIGURES = [
 MIDDLEWARE_FIGURES = [
     "middleware.writegate_middleware.median_ms", "middleware.langchain_hitl.median_ms",
     "middleware.ratio.ratio_of_medians", "middleware.ratio.bootstrap_ci95",
+    "profile.writegate_middleware.cpu_ms_per_op_by_package",
 ]  # fmt: skip
 
 
