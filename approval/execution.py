@@ -47,6 +47,7 @@ from writegate.approval.errors import (
     WritegateError,
     is_database_outage,
 )
+from writegate.approval.held_confirm import HeldConfirmTx
 from writegate.approval.models import (
     Execution,
     ExecutionStatus,
@@ -141,7 +142,9 @@ class Executor:
         with tracing.span("writegate.execute", parent, proposal_id=pid, tenant_id=tenant):
             started = time.perf_counter()
             try:
-                with self.store.transaction() as tx:
+                with self.store.transaction() as plain:
+                    # The decision's proposal write is written with the claim's, as one.
+                    tx = HeldConfirmTx(plain)
                     outcome = self.service.decide_in(tx, identity, decision, started)
                     if not isinstance(outcome, Confirmation):
                         raise _TwoSteps
@@ -154,6 +157,7 @@ class Executor:
                         started,
                         held=outcome.proposal,
                     )
+                    tx.flush()  # nothing is held after a claim; never commit a write unwritten
             except _TwoSteps:
                 return None
             except WritegateError as exc:

@@ -1,6 +1,6 @@
 """`writegate bench`: measure what writegate's safety costs next to a naive LangGraph approval.
 
-Creates its own databases on the server (DATABASE_URL, else the local one), runs the seven
+Creates its own databases on the server (DATABASE_URL, else the local one), runs the
 parts of `bench/`, prints a table per part, and writes `bench-results.json` and
 `bench-latency.png` to `--out`. Targets are printed beside the figures; a missed target
 never makes the command fail.

@@ -1,12 +1,19 @@
-"""The real peer: LangChain's `create_agent` with its `HumanInTheLoopMiddleware`.
+"""The real peer: LangChain's `create_agent` with its `HumanInTheLoopMiddleware`, and
+writegate's own middleware in the same `create_agent`.
 
     create_agent(model, [refund_order], middleware=[HumanInTheLoopMiddleware(...)])
+    create_agent(model, [refund_order], middleware=[wg.middleware()])
 
 The same scripted model, the same `refund_order` tool as the naive baseline (the same
 domain write and provider call, no ledger) and the same saver. The middleware pauses
 each `refund_order` call on an interrupt; the person answers LangChain's way,
 `{"decisions": [{"type": "approve"}]}`. Needs the `langchain` extra
-(`uv sync --extra langchain`); without it the bench leaves this graph out.
+(`uv sync --extra langchain`); without it the bench leaves these graphs out.
+
+With `wg.middleware()` the agent, model, tool list and saver are the same; the
+middleware answers the `refund_order` call itself (propose, `interrupt()` with the
+preview, then decide and execute through the ledger, which runs the domain's own
+`refund_order` with its request key), so the plain tool's function is never called.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from writegate.bench.baseline import refund_tool
 from writegate.checkpoints.pool import Pool
+from writegate.graph.runtime import Runtime
+from writegate.graph.writegate import Writegate
 from writegate.tools.provider import ProviderClient
 
 APPROVE = {"decisions": [{"type": "approve"}]}
@@ -51,4 +60,20 @@ def build_langchain_hitl(
         middleware=[hitl],
         checkpointer=checkpointer,
         name="langchain_hitl",
+    )
+
+
+def build_writegate_middleware(
+    runtime: Runtime, model: Runnable[Any, Any], checkpointer: BaseCheckpointSaver[Any]
+) -> Any:
+    from langchain.agents import create_agent
+
+    middleware = Writegate(runtime, []).middleware()  # the runtime's registry: refund_order
+    chat_model: Any = model
+    return create_agent(
+        chat_model,
+        [refund_tool(runtime.pool, runtime.provider)],
+        middleware=[middleware],
+        checkpointer=checkpointer,
+        name="writegate_middleware",
     )

@@ -89,7 +89,7 @@ def _profile(runner: GraphRunner, ops: int) -> dict[str, Any]:
 def run_profile(url: str, ops: int, advance: Callable[[], None]) -> dict[str, Any]:
     kinds: tuple[Kind, ...] = ("baseline", "writegate")
     if langchain_hitl.available():
-        kinds = (*kinds, "langchain_hitl")
+        kinds = (*kinds, "langchain_hitl", "writegate_middleware")
     out: dict[str, Any] = {"method": __doc__.split("\n\n")[1].replace("\n", " ") if __doc__ else ""}
     with Runtime.open(url, setup=False) as runtime:
         orders = Orders(runtime.pool, "prof")

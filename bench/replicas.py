@@ -107,9 +107,12 @@ class Sampler:
 
 
 def _spawn(args: list[str], url: str, env: dict[str, str] | None = None) -> subprocess.Popen[Any]:
+    # No OPENAI_* from this environment: the replicas run the scripted demo model, which
+    # is what proposes the clients' refunds.
+    own = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     return subprocess.Popen(
         [sys.executable, "-m", "writegate", *args],
-        env={**os.environ, "DATABASE_URL": url, **(env or {})},
+        env={**own, "DATABASE_URL": url, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -1,6 +1,6 @@
 """Rich tables for parts 1-3, each figure next to its target; the whole report; the JSON file.
 
-Parts 4-6 have their tables in `bench.report_more`.
+Parts 1c and 4-6 have their tables in `bench.report_more`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from writegate.bench.report_more import scale_table, storage_tables, storm_table
+from writegate.bench.report_more import (
+    http_storm_table,
+    middleware_table,
+    scale_table,
+    storage_tables,
+    storm_table,
+)
 from writegate.bench.targets import targets_table
 
 JSON_NAME = "bench-results.json"
@@ -172,7 +178,9 @@ def counts_table(r: dict[str, Any]) -> Table:
 
 def profile_table(r: dict[str, Any]) -> Table:
     p = r["profile"]
-    kinds = [k for k in ("baseline", "writegate", "langchain_hitl") if k in p]
+    kinds = [
+        k for k in ("baseline", "writegate", "langchain_hitl", "writegate_middleware") if k in p
+    ]
     t = Table(title="7. Python CPU per write by package (cProfile, own time, ms per operation)")
     t.add_column("package")
     for kind in kinds:
@@ -193,9 +201,11 @@ def print_report(results: dict[str, Any], console: Console) -> None:
 
     tables = [
         *compare_tables(results),
+        middleware_table(results),
         ledger_table(results),
         counts_table(results),
         storm_table(results),
+        http_storm_table(results),
         *storage_tables(results),
         scale_table(results),
         profile_table(results),

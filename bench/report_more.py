@@ -1,4 +1,4 @@
-"""Rich tables for parts 4-6: the confirm storm, storage and scale."""
+"""Rich tables for parts 1c and 4-6: the middleware pair, the confirm storms, storage and scale."""
 
 from __future__ import annotations
 
@@ -17,17 +17,52 @@ def storm_table(r: dict[str, Any]) -> Table:
         title=f"4. Confirm storm: {s['concurrent_confirms']} concurrent confirm+execute of "
         f"one proposal, {s['rounds']} rounds"
     )
-    for col in ("executions per round", "exactly one", "p50 ms", "p99 ms", "answers"):
+    _storm_row(t, "executions per round", s["executions_per_round"], s)
+    return t
+
+
+def _storm_row(t: Table, counted: str, per_round: list[int], s: dict[str, Any]) -> None:
+    for col in (counted, "exactly one", "p50 ms", "p99 ms", "answers"):
         t.add_column(col)
     lat = s["latency"]
     answers = ", ".join(f"{k}: {v}" for k, v in sorted(s["answers"].items()))
-    t.add_row(
-        str(s["executions_per_round"]),
-        _ok(s["exactly_one_every_time"]),
-        f"{lat['median_ms']:.1f}",
-        f"{lat['p99_ms']:.1f}",
-        answers,
+    t.add_row(str(per_round), _ok(s["exactly_one_every_time"]), f"{lat['median_ms']:.1f}",
+              f"{lat['p99_ms']:.1f}", answers)  # fmt: skip
+
+
+def middleware_table(r: dict[str, Any]) -> Table:
+    m = r.get("middleware") or {}
+    if "ratio" not in m:
+        return Table(title=f"1c. wg.middleware() vs HumanInTheLoopMiddleware: {m.get('skipped')}")
+    t = Table(
+        title=f"1c. create_agent with wg.middleware() vs with HumanInTheLoopMiddleware "
+        f"({m['operations_each']} each, interleaved; same model, tool list and saver)"
     )
+    for col in ("agent", "median ms", "p95 ms", "p99 ms", "CPU ms (median)"):
+        t.add_column(col, justify="left" if col == "agent" else "right")
+    for kind in ("langchain_hitl", "writegate_middleware"):
+        s = m[kind]
+        t.add_row(kind, f"{s['median_ms']:.2f}", f"{s['p95_ms']:.2f}", f"{s['p99_ms']:.2f}",
+                  f"{m['process_cpu'][kind]['median_ms']:.2f}")  # fmt: skip
+    ratio = m["ratio"]
+    low, high = ratio["bootstrap_ci95"]
+    t.caption = (
+        f"writegate_middleware/langchain_hitl: {ratio['ratio_of_medians']:.3f} (95% bootstrap "
+        f"CI {low:.3f}-{high:.3f}). Target <= {m['target_ratio']} (aim {m['aim_ratio']}): "
+        f"{_ok(m['meets_target'])}"
+    )
+    return t
+
+
+def http_storm_table(r: dict[str, Any]) -> Table:
+    h = r.get("http_storm") or {}
+    if "latency" not in h:
+        return Table(title=f"4b. HTTP confirm storm: {h.get('skipped')}")
+    t = Table(
+        title=f"4b. HTTP confirm storm: {h['clicks_per_round']} concurrent clicks on one "
+        f"proposal over {h['replicas']} `writegate serve` replicas, {h['rounds']} rounds"
+    )
+    _storm_row(t, "refunds per round", h["refunds_per_round"], h)
     return t
 
 

@@ -1,6 +1,6 @@
 """Run the whole benchmark: every part, with progress, into one results dictionary.
 
-`run_bench(options)` creates the bench's databases on the server, runs the seven parts in
+`run_bench(options)` creates the bench's databases on the server, runs its parts in
 order, drops the databases (unless `keep`), and returns the figures; `report` turns
 them into tables, a JSON file and a chart. The machine description travels with the
 figures, since they mean little without it.
@@ -24,7 +24,9 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from writegate.bench.compare import run_attribution, run_compare
 from writegate.bench.counts import run_counts
 from writegate.bench.db import BenchServer
+from writegate.bench.http_storm import run_http_storm
 from writegate.bench.ledger import run_ledger
+from writegate.bench.middleware import run_middleware
 from writegate.bench.profile import run_profile
 from writegate.bench.scale import run_scale
 from writegate.bench.storage import run_storage
@@ -45,6 +47,8 @@ class Options:
     count_ops: int = 50
     storm_clients: int = 64
     storm_rounds: int = 5
+    http_clicks: int = 64
+    http_rounds: int = 5
     storage_ops: int = 200
     thread_ops: int = 1000
     scale_sizes: tuple[int, int] = (10_000, 100_000)
@@ -63,6 +67,8 @@ class Options:
             count_ops=4,
             storm_clients=16,
             storm_rounds=2,
+            http_clicks=16,
+            http_rounds=1,
             storage_ops=6,
             thread_ops=12,
             scale_sizes=(1_000, 5_000),
@@ -137,6 +143,12 @@ def run_bench(
                     url, o.attribution_ops, task("1 where the time goes", steps)
                 ),
             )
+            part(
+                "middleware",
+                lambda: run_middleware(
+                    url, o.ops, task("1c wg.middleware vs LangChain HITL", o.ops)
+                ),
+            )
             part("ledger", lambda: run_ledger(url, o.ledger_seconds, task("2 ledger alone", 3)))
             part(
                 "counts",
@@ -146,6 +158,15 @@ def run_bench(
                 "storm",
                 lambda: run_storm(
                     url, o.storm_clients, o.storm_rounds, task("4 confirm storm", o.storm_rounds)
+                ),
+            )
+            part(
+                "http_storm",
+                lambda: run_http_storm(
+                    server,
+                    o.http_clicks,
+                    o.http_rounds,
+                    task("4b HTTP storm, 2 replicas", o.http_rounds),
                 ),
             )
             part(

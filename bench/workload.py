@@ -24,12 +24,16 @@ from writegate.approval.models import Identity
 from writegate.approval.service import Confirmation
 from writegate.bench.baseline import build_baseline
 from writegate.bench.db import REFUND_AMOUNT, TENANT, USER, Orders
-from writegate.bench.langchain_hitl import APPROVE, build_langchain_hitl
+from writegate.bench.langchain_hitl import (
+    APPROVE,
+    build_langchain_hitl,
+    build_writegate_middleware,
+)
 from writegate.graph.build import build_graph
 from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
 
-Kind = Literal["baseline", "writegate", "langchain_hitl"]
+Kind = Literal["baseline", "writegate", "langchain_hitl", "writegate_middleware"]
 Durability = Literal["sync", "async", "exit"]
 IDENTITY = Identity(USER, TENANT, frozenset())
 
@@ -68,6 +72,8 @@ class GraphRunner:
         self.graph: CompiledStateGraph[Any, Any, Any, Any]
         if kind == "writegate":
             self.graph = build_graph(runtime, model=self.model, checkpointer=saver)
+        elif kind == "writegate_middleware":
+            self.graph = build_writegate_middleware(runtime, self.model, saver)
         elif kind == "langchain_hitl":
             self.graph = build_langchain_hitl(
                 runtime.pool, runtime.provider, self.model, saver, on_domain
@@ -112,7 +118,7 @@ class GraphRunner:
 
     def _confirm(self, out: dict[str, Any]) -> dict[str, Any]:
         (pending,) = out["__interrupt__"]
-        if self.kind == "writegate":
+        if self.kind in ("writegate", "writegate_middleware"):
             return {"action": "confirm", "proposal_id": pending.value["proposal_id"]}
         if self.kind == "langchain_hitl":
             return dict(APPROVE)

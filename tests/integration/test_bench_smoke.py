@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from writegate.__main__ import command
+from writegate.bench import http_storm
 
 # Every figure the README quotes, as paths into the JSON.
 FIGURES = [
@@ -38,6 +39,16 @@ FIGURES = [
     "counts.paths.ledger_token.ledger_commits_per_op",
     "profile.writegate.cpu_ms_per_op_by_package", "profile.baseline.process_cpu_ms_per_op",
 ]  # fmt: skip
+# Part 4b, when the server extra is installed.
+HTTP_STORM_FIGURES = [
+    "http_storm.latency.p99_ms", "http_storm.latency.median_ms", "http_storm.answers",
+]  # fmt: skip
+# Part 1c, when the langchain extra is installed.
+MIDDLEWARE_FIGURES = [
+    "middleware.writegate_middleware.median_ms", "middleware.langchain_hitl.median_ms",
+    "middleware.ratio.ratio_of_medians", "middleware.ratio.bootstrap_ci95",
+    "profile.writegate_middleware.cpu_ms_per_op_by_package",
+]  # fmt: skip
 
 
 def figure(results: dict[str, Any], path: str) -> Any:
@@ -46,6 +57,11 @@ def figure(results: dict[str, Any], path: str) -> Any:
         assert isinstance(value, dict) and key in value, f"missing figure {path}"
         value = value[key]
     return value
+
+
+def target(results: dict[str, Any], starts: str) -> dict[str, Any]:
+    row: dict[str, Any] = next(r for r in results["targets"] if r["figure"].startswith(starts))
+    return row
 
 
 def test_quick_bench_writes_every_figure_and_drops_its_databases(
@@ -63,10 +79,24 @@ def test_quick_bench_writes_every_figure_and_drops_its_databases(
     assert set(results["counts"]["paths"]) == {"ledger", "ledger_token", "writegate", "baseline"}
     assert len(results["compare"]["samples_ms"]["writegate"]) == results["options"]["ops"]
     assert len(results["storm"]["executions_per_round"]) == results["options"]["storm_rounds"]
+    if http_storm.available():
+        for path in HTTP_STORM_FIGURES:
+            assert figure(results, path) is not None, path
+        # Over two replicas, every round of clicks refunded exactly once at the provider.
+        storm = results["http_storm"]
+        assert storm["replicas"] == 2
+        assert storm["refunds_per_round"] == [1] * results["options"]["http_rounds"]
+        assert sum(storm["answers"].values()) == storm["clicks_per_round"] * storm["rounds"]
+        assert target(results, "HTTP confirm storm")["value"] is not None
     assert len(results["targets"]) == 9
     assert all({"figure", "value", "target", "met"} <= set(row) for row in results["targets"])
     if importlib.util.find_spec("langchain") is not None:
         assert figure(results, "compare.langchain_hitl.median_ms") is not None
+        for path in MIDDLEWARE_FIGURES:
+            assert figure(results, path) is not None, path
+        ops = results["options"]["ops"]
+        assert [len(v) for v in results["middleware"]["samples_ms"].values()] == [ops, ops]
+        assert target(results, "writegate middleware in create_agent")["value"] is not None
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "bench-latency.png").stat().st_size > 0
 

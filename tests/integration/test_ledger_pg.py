@@ -19,7 +19,7 @@ from tests.integration.ledger_helpers import (
     refund_args,
 )
 from writegate.approval import errors
-from writegate.approval.decisions import Edit
+from writegate.approval.decisions import Confirm, Edit
 from writegate.approval.execution import Executor
 from writegate.approval.models import Identity
 from writegate.approval.service import ApprovalService, Policy
@@ -221,6 +221,40 @@ def test_state_changed_between_confirm_and_execute_writes_nothing(rt):
     with pytest.raises(errors.StateChanged):
         rt.executor.execute(ALICE, token)
     assert order_state(rt, order_id) == before and provider_refunds(rt, order_id) == 1
+
+
+ROWS_SQL = """
+SELECT p.status, p.decided_by, p.decided_at, t.status AS token_status, t.issued_at,
+       t.consumed_at, t.execution_id = e.execution_id AS token_names_execution,
+       e.status AS execution_status
+FROM wg_proposals p JOIN wg_tokens t USING (proposal_id) JOIN wg_executions e USING (proposal_id)
+WHERE p.proposal_id = %s"""
+
+
+def ledger_rows(rt: Runtime, proposal_id: str) -> dict[str, object]:
+    with rt.pool.connection() as conn:
+        row = conn.execute(ROWS_SQL, (proposal_id,)).fetchone()
+    assert row is not None
+    return dict(row)
+
+
+def test_the_one_transaction_confirm_leaves_the_rows_the_two_step_confirm_leaves(rt):
+    together = propose_refund(rt, new_order(rt), amount=100)
+    decision = Confirm(action="confirm", proposal_id=together.proposal_id)
+    receipt = rt.executor.confirm_and_execute(ALICE, decision, "refund_order")
+    assert receipt is not None and receipt.status == "succeeded"
+    apart = propose_refund(rt, new_order(rt), amount=100)
+    assert rt.executor.execute(ALICE, confirm(rt, apart).token).status == "succeeded"
+
+    one, two = ledger_rows(rt, together.proposal_id), ledger_rows(rt, apart.proposal_id)
+    moments = ("decided_at", "issued_at", "consumed_at")
+    assert {k: v for k, v in one.items() if k not in moments} == {
+        k: v for k, v in two.items() if k not in moments
+    }
+    assert one["status"] == "executed" and one["decided_by"] == ALICE.user_id
+    assert one["token_status"] == "consumed" and one["token_names_execution"]
+    # One transaction, one clock: decided, issued and consumed at the same instant.
+    assert one["decided_at"] == one["issued_at"] == one["consumed_at"] is not None
 
 
 def test_same_request_key_with_different_arguments_is_a_conflict(rt):
