@@ -1,38 +1,29 @@
 """`langgraph dev` serves the graph from langgraph.json, offline, and the SDK drives it.
 
 The server runs as its own process group on a free loopback port, in a scratch folder
-that links the repo's real `langgraph.json` and `graph/` (the server resolves graph paths
-against its working directory and keeps its in-memory state in `.langgraph_api/` there).
-Once with the server's in-memory checkpointer, once with writegate's Postgres one opted in
-through the `checkpointer` key. Each run: request a refund, read the approval interrupt,
-confirm it through `command={"resume": ...}`, read the receipt, and count exactly one
-refund at the provider, even after the confirm is replayed.
+(`studio_helpers.langgraph_dev`). Once with the server's in-memory checkpointer, once
+with writegate's Postgres one opted in through the `checkpointer` key. Each run: request
+a refund, read the approval interrupt, confirm it through `command={"resume": ...}`, read
+the receipt, and count exactly one refund at the provider, even after the confirm is
+replayed.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.schema import Command, Config
 
+from tests.integration.studio_helpers import langgraph_dev
 from writegate.checkpoints.migrate import setup_database
 from writegate.tools.seed import seed_demo
 
-REPO = Path(__file__).resolve().parents[2]
-READY_TIMEOUT_S = 60.0
 IDENTITY = {"user_id": "user_42", "tenant_id": "tenant_hz"}
 REQUEST = "Please refund ord_1001 because the item arrived broken"
 COUNT_REFUNDS_SQL = "SELECT count(*) FROM provider.refunds WHERE order_id = %s"
@@ -40,38 +31,6 @@ COUNT_THREAD_CHECKPOINTS_SQL = "SELECT count(*) FROM checkpoints WHERE thread_id
 POSTGRES_CHECKPOINTER = {"path": "./graph/studio.py:postgres_checkpointer"}
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_until_ready(base_url: str, server: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(
-                f"langgraph dev exited with {server.returncode}:\n{log.read_text()[-4000:]}"
-            )
-        try:
-            if httpx.get(f"{base_url}/ok", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass  # not listening yet
-        time.sleep(0.1)  # poll interval, not a wait for a state
-    pytest.fail(f"langgraph dev not ready in {READY_TIMEOUT_S:.0f} s:\n{log.read_text()[-4000:]}")
-
-
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)  # the group we started: server and its workers
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=15)
 
 
 @pytest.fixture(params=["in-memory", "postgres"])
@@ -83,38 +42,9 @@ def studio(
     setup_database(url)
     with psycopg.connect(url, autocommit=True) as conn:
         seed_demo(conn)
-
-    (tmp_path / "graph").symlink_to(REPO / "graph", target_is_directory=True)
-    config = tmp_path / "langgraph.json"
-    if request.param == "postgres":
-        spec = json.loads((REPO / "langgraph.json").read_text())
-        config.write_text(json.dumps({**spec, "checkpointer": POSTGRES_CHECKPOINTER}))
-    else:
-        config.symlink_to(REPO / "langgraph.json")
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WRITEGATE_"))}
-    env |= {
-        "DATABASE_URL": url,
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-        "LANGSMITH_TRACING": "false",
-    }
-    port = _free_port()
-    langgraph = Path(sys.executable).parent / "langgraph"
-    command = [str(langgraph), "dev", "--no-browser", "--no-reload"]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--config", str(config)]
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            command, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-    try:
-        base_url = f"http://127.0.0.1:{port}"
-        _wait_until_ready(base_url, server, log)
+    extra = {"checkpointer": POSTGRES_CHECKPOINTER} if request.param == "postgres" else None
+    with langgraph_dev(tmp_path, url, extra) as base_url:
         yield base_url, url, request.param
-    finally:
-        _stop(server)
 
 
 def _refunds(url: str) -> int:
