@@ -231,6 +231,36 @@ def test_failing_lookups_back_off_then_escalate_to_a_person(ops: Ops, db: str):
         receipt_for(ops.service.store, who, proposal.proposal_id)
 
 
+class ReconcilerDied(Exception):
+    """Stands in for a reconciler SIGKILLed right after its claim."""
+
+
+def test_claims_whose_reconciler_died_are_not_counted_as_checks(ops: Ops):
+    # Four reconcilers die after claiming, before any lookup; then the provider is away
+    # for one lookup. That is one ambiguous check, not five: it waits the first backoff,
+    # it is not escalated to a person (found by the kill soak).
+    who = user()
+    order, proposal, _ = ops.unknown(who, "timeout_after*3")
+
+    def die(step: str) -> None:
+        if step == "claimed":
+            raise ReconcilerDied
+
+    for n in range(4):
+        with pytest.raises(ReconcilerDied):
+            ops.reconciler(lease=timedelta(milliseconds=50), step_hook=die).run_once(limit=1)
+        wait_until(lambda: _lease_expired(ops, proposal), f"claim {n + 1}'s lease to expire")
+    ops.faults.add(f"lookup:{order}=unavailable")
+    settled = ops.reconciler(backoff=60, max_checks=2).drain()
+    assert ops.mine(settled, proposal) == [("deferred", "unknown")]
+    row = ops.row(
+        "SELECT checks, next_check_at - updated_at AS wait FROM wg_executions "
+        "WHERE proposal_id = %s",
+        proposal.proposal_id,
+    )
+    assert (row["checks"], row["wait"]) == (1, timedelta(seconds=60))
+
+
 def test_a_provider_record_that_disagrees_is_escalated(ops: Ops):
     who = user()
     order, proposal, _ = ops.unknown(who, "timeout_before*3")
