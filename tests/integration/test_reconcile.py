@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from tests.integration.fault_scripts.harness import ROOT, make_order, new_id, wait_until
+from tests.integration.http_fixtures import free_port
 from writegate.approval import errors
 from writegate.approval.decisions import Confirm, Decline, Edit
 from writegate.approval.errors import RecordExpired
@@ -259,6 +260,24 @@ def test_claims_whose_reconciler_died_are_not_counted_as_checks(ops: Ops):
         proposal.proposal_id,
     )
     assert (row["checks"], row["wait"]) == (1, timedelta(seconds=60))
+
+
+def test_the_reconcile_command_takes_the_first_backoff(ops: Ops, db: str):
+    who = user()
+    _, proposal, _ = ops.unknown(who, "timeout_after*3")
+    app = typer.Typer()
+    cli_ops.register(app)
+    nobody = f"http://127.0.0.1:{free_port()}"  # the lookup finds no provider
+    args = ["reconcile", "--backoff", "7", "--provider-url", nobody, "--json"]
+    result = CliRunner().invoke(app, args, env={"DATABASE_URL": db})
+    assert result.exit_code == 0, result.output
+    mine = [s for s in json.loads(result.output) if s["request_key"] == proposal.request_key]
+    assert [(s["action"], s["status"]) for s in mine] == [("deferred", "unknown")]
+    row = ops.row(
+        "SELECT next_check_at - updated_at AS wait FROM wg_executions WHERE proposal_id = %s",
+        proposal.proposal_id,
+    )
+    assert row["wait"] == timedelta(seconds=7)
 
 
 def test_a_provider_record_that_disagrees_is_escalated(ops: Ops):
