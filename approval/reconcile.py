@@ -43,7 +43,7 @@ ACTOR = "system:reconciler"
 @dataclass(frozen=True)
 class ReconcilePolicy:
     lease: timedelta = timedelta(seconds=60)
-    max_checks: int = 6  # claims of one execution before a person must decide
+    max_checks: int = 6  # checks of one execution (not claims) before a person must decide
     backoff: float = 5.0  # seconds before the next check, doubled per check
     max_backoff: float = 600.0
     # How long the downstream remembers idempotency keys: past it, "never seen" is

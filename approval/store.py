@@ -123,7 +123,9 @@ class BacklogItem:
 
     execution: Execution
     previous_status: str
-    checks: int  # including this claim
+    # This check's number: the checks that ended without settling it (deferred or
+    # escalated), plus this one. A claim whose reconciler died is not a check.
+    checks: int
     age_seconds: float  # since the execution started, on the database clock
 
 

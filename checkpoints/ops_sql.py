@@ -33,12 +33,11 @@ UPDATE wg_executions AS e
 SET status = 'running',
     lease_owner = %(owner)s,
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
-    checks = e.checks + 1,
     next_check_at = NULL,
     updated_at = now()
 FROM due
 WHERE e.execution_id = due.execution_id
-RETURNING {_E_COLUMNS}, due.previous_status, e.checks AS checks,
+RETURNING {_E_COLUMNS}, due.previous_status, e.checks + 1 AS checks,
     extract(epoch FROM now() - e.created_at)::float8 AS age_seconds"""
 
 _GUARD = "WHERE execution_id = %(execution_id)s AND status = 'running' AND lease_owner = %(owner)s"
@@ -59,6 +58,7 @@ DEFER_SQL = f"""
 UPDATE wg_executions
 SET status = %(status)s,
     error_code = %(error_code)s,
+    checks = checks + 1,
     next_check_at = now() + make_interval(secs => %(delay_seconds)s),
     updated_at = now()
 {_GUARD}
@@ -66,7 +66,7 @@ RETURNING {EXECUTION_COLUMNS}"""
 
 ESCALATE_SQL = f"""
 UPDATE wg_executions
-SET status = 'escalated', escalation = %(reason)s, updated_at = now()
+SET status = 'escalated', escalation = %(reason)s, checks = checks + 1, updated_at = now()
 {_GUARD}
 RETURNING {EXECUTION_COLUMNS}"""
 

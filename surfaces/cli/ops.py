@@ -59,6 +59,12 @@ def reconcile(
     workers: Annotated[int, typer.Option("--workers", min=1, help="Parallel workers.")] = 1,
     batch: Annotated[int, typer.Option("--batch", min=1, help="Claims per round.")] = 20,
     lease: Annotated[float, typer.Option("--lease", min=0.1, help="Lease seconds.")] = 60.0,
+    backoff: Annotated[
+        float,
+        typer.Option(
+            "--backoff", min=0.0, help="Seconds before a check is repeated (doubled each time)."
+        ),
+    ] = ReconcilePolicy.backoff,
     provider_url: Annotated[
         str | None, typer.Option("--provider-url", help="HTTP provider (else in-process).")
     ] = None,
@@ -66,7 +72,7 @@ def reconcile(
 ) -> None:
     """Settle executions whose outcome is unknown by looking them up at the provider."""
     rt = _open_runtime(provider_url, connections=workers + 2)
-    policy = ReconcilePolicy(lease=timedelta(seconds=lease))
+    policy = ReconcilePolicy(lease=timedelta(seconds=lease), backoff=backoff)
     stop = threading.Event()
     if loop:
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from tests.integration.fault_scripts.harness import ROOT, make_order, new_id, wait_until
+from tests.integration.http_fixtures import free_port
 from writegate.approval import errors
 from writegate.approval.decisions import Confirm, Decline, Edit
 from writegate.approval.errors import RecordExpired
@@ -229,6 +230,54 @@ def test_failing_lookups_back_off_then_escalate_to_a_person(ops: Ops, db: str):
     assert actions[-1] == "escalated" and "deferred:lookup_failed" in actions
     with pytest.raises(errors.OutcomeUnknown):  # the model is still told the truth
         receipt_for(ops.service.store, who, proposal.proposal_id)
+
+
+class ReconcilerDied(Exception):
+    """Stands in for a reconciler SIGKILLed right after its claim."""
+
+
+def test_claims_whose_reconciler_died_are_not_counted_as_checks(ops: Ops):
+    # Four reconcilers die after claiming, before any lookup; then the provider is away
+    # for one lookup. That is one ambiguous check, not five: it waits the first backoff,
+    # it is not escalated to a person (found by the kill soak).
+    who = user()
+    order, proposal, _ = ops.unknown(who, "timeout_after*3")
+
+    def die(step: str) -> None:
+        if step == "claimed":
+            raise ReconcilerDied
+
+    for n in range(4):
+        with pytest.raises(ReconcilerDied):
+            ops.reconciler(lease=timedelta(milliseconds=50), step_hook=die).run_once(limit=1)
+        wait_until(lambda: _lease_expired(ops, proposal), f"claim {n + 1}'s lease to expire")
+    ops.faults.add(f"lookup:{order}=unavailable")
+    settled = ops.reconciler(backoff=60, max_checks=2).drain()
+    assert ops.mine(settled, proposal) == [("deferred", "unknown")]
+    row = ops.row(
+        "SELECT checks, next_check_at - updated_at AS wait FROM wg_executions "
+        "WHERE proposal_id = %s",
+        proposal.proposal_id,
+    )
+    assert (row["checks"], row["wait"]) == (1, timedelta(seconds=60))
+
+
+def test_the_reconcile_command_takes_the_first_backoff(ops: Ops, db: str):
+    who = user()
+    _, proposal, _ = ops.unknown(who, "timeout_after*3")
+    app = typer.Typer()
+    cli_ops.register(app)
+    nobody = f"http://127.0.0.1:{free_port()}"  # the lookup finds no provider
+    args = ["reconcile", "--backoff", "7", "--provider-url", nobody, "--json"]
+    result = CliRunner().invoke(app, args, env={"DATABASE_URL": db})
+    assert result.exit_code == 0, result.output
+    mine = [s for s in json.loads(result.output) if s["request_key"] == proposal.request_key]
+    assert [(s["action"], s["status"]) for s in mine] == [("deferred", "unknown")]
+    row = ops.row(
+        "SELECT next_check_at - updated_at AS wait FROM wg_executions WHERE proposal_id = %s",
+        proposal.proposal_id,
+    )
+    assert row["wait"] == timedelta(seconds=7)
 
 
 def test_a_provider_record_that_disagrees_is_escalated(ops: Ops):
