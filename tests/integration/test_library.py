@@ -12,11 +12,14 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 from tests.integration.library_helpers import (
+    LEDGER,
     SEEN,
     TENANT,
     THREADS,
@@ -31,15 +34,30 @@ from tests.integration.library_helpers import (
     scripted,
     tool_call,
 )
-from writegate import Writegate
+from writegate import Writegate, write_tool
 from writegate.approval.errors import NotFound
 
 AUDIT_SQL = "SELECT event, status FROM wg_audit WHERE thread_id = %s AND tool_name = %s"
 
 
+@tool
+def _ping(account: str, config: RunnableConfig) -> dict[str, Any]:
+    """Ping the owner of an account (takes no `request_key` argument).
+
+    Args:
+        account: The account id.
+    """
+    given = config["configurable"]
+    LEDGER.setdefault(given["request_key"], {"account": account})
+    return {"status": "sent", **{k: given[k] for k in ("request_key", "user_id", "tenant_id")}}
+
+
+ping = write_tool(_ping, side_effect="external", name="ping")
+
+
 @pytest.fixture(scope="module")
 def wg(create_database: Callable[[], str]) -> Iterator[Writegate]:
-    with Writegate.open(create_database(), tools=[pay, balance, notify]) as gate:
+    with Writegate.open(create_database(), tools=[pay, balance, notify, ping]) as gate:
         yield gate
 
 
@@ -271,6 +289,25 @@ def test_a_wrapped_langchain_tool_gets_its_request_key_only_after_confirmation(
     receipt = last_tool(graph.invoke(Command(resume=confirm(interrupt)), config))
     assert receipt["status"] == "succeeded"
     assert receipt["result"] == {"status": "sent", "key_seen": receipt["request_key"]}
+    assert payments(account) == 1
+
+
+def test_a_wrapped_langchain_tool_without_the_argument_gets_the_key_in_its_config(
+    wg: Writegate,
+) -> None:
+    account = new_account()
+    graph = hand_built(wg, scripted([tool_call("ping", account=account)], "ok"))
+    config = run_config(thread())
+    (interrupt,) = asked(graph.invoke({"messages": [HumanMessage("ping")]}, config))
+    assert interrupt.value["args"] == {"account": account}
+    assert payments(account) == 0
+    receipt = last_tool(graph.invoke(Command(resume=confirm(interrupt)), config))
+    assert receipt["result"] == {
+        "status": "sent",
+        "request_key": receipt["request_key"],
+        "user_id": USER,
+        "tenant_id": TENANT,
+    }
     assert payments(account) == 1
 
 
