@@ -327,3 +327,21 @@ def test_a_registered_read_tool_runs_audited_even_in_a_plain_tool_node(wg: Write
     with wg.runtime.pool.connection() as conn:
         rows = conn.execute(AUDIT_SQL, (thread_id, "balance")).fetchall()
     assert [(row["event"], row["status"]) for row in rows] == [("read", "succeeded")]
+
+
+def test_a_registered_read_called_with_bad_arguments_in_a_plain_tool_node_is_refused_and_audited(
+    wg: Writegate,
+) -> None:
+    account, thread_id = new_account(), thread()
+    builder = StateGraph(MessagesState)
+    builder.add_node("tools", ToolNode([balance]))
+    builder.add_edge(START, "tools")
+    call = tool_call("balance", account=account, user_id="user_other")
+    out = builder.compile().invoke(
+        {"messages": [AIMessage("", tool_calls=[call])]}, run_config(thread_id)
+    )
+    refused = json.loads(str(out["messages"][-1].content))  # JSON, not a validation trace
+    assert refused["code"] == "validation_failed" and refused["retryable"] is False
+    with wg.runtime.pool.connection() as conn:
+        rows = conn.execute(AUDIT_SQL, (thread_id, "balance")).fetchall()
+    assert [(row["event"], row["status"]) for row in rows] == [("read", "rejected")]
