@@ -1,0 +1,169 @@
+"""Who acts comes from the host (the run config or the run context), never from the
+model's arguments or the resume payload: the same checks for each of the three ways in
+(`wg.tool_node()` in a hand-built graph, `wg.middleware()` in `create_agent`, and
+`wg.build_agent()`), over the library tests' own `pay` and `balance`."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage, ToolMessage
+from langgraph.types import Command
+
+from tests.integration.library_helpers import (
+    SEEN,
+    TENANT,
+    USER,
+    balance,
+    hand_built,
+    new_account,
+    pay,
+    payments,
+    run_config,
+    scripted,
+    tool_call,
+)
+from writegate import Writegate
+from writegate.graph.identity import MissingIdentity
+
+OTHER = "user_other"
+FORGED = {"user_id": OTHER, "tenant_id": "tenant_other"}
+
+
+@pytest.fixture(scope="module")
+def wg(create_database: Callable[[], str]) -> Iterator[Writegate]:
+    with Writegate.open(create_database(), tools=[pay, balance]) as gate:
+        yield gate
+
+
+def _tool_node(wg: Writegate, turns: list[Any]) -> Any:
+    return hand_built(wg, scripted(*turns))
+
+
+def _middleware(wg: Writegate, turns: list[Any]) -> Any:
+    return create_agent(
+        scripted(*turns),
+        tools=[pay, balance],
+        middleware=[wg.middleware()],
+        checkpointer=wg.checkpointer,
+    )
+
+
+def _build_agent(wg: Writegate, turns: list[Any]) -> Any:
+    return wg.build_agent(scripted(*turns))
+
+
+WAYS = {"tool_node": _tool_node, "middleware": _middleware, "build_agent": _build_agent}
+
+
+@pytest.fixture(params=sorted(WAYS))
+def way(request: pytest.FixtureRequest) -> Callable[[Writegate, list[Any]], Any]:
+    return WAYS[request.param]
+
+
+def thread() -> str:
+    return f"ids_{secrets.token_hex(5)}"
+
+
+def asked(out: dict[str, Any]) -> list[Any]:
+    return list(out.get("__interrupt__", []))
+
+
+def last_tool(out: dict[str, Any]) -> dict[str, Any]:
+    message = [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+    body = json.loads(str(message.content))
+    assert isinstance(body, dict)
+    return body
+
+
+def ask_to_pay(way: Any, wg: Writegate, account: str) -> tuple[Any, dict[str, Any], Any]:
+    graph = way(wg, [[tool_call("pay", account=account, cents=250)], *["done"] * 3])
+    config = run_config(thread())
+    (interrupt,) = asked(graph.invoke({"messages": [HumanMessage("pay")]}, config))
+    return graph, config, interrupt
+
+
+@pytest.mark.parametrize("name", ["pay", "balance"])
+def test_a_user_named_in_the_model_arguments_is_refused_and_nothing_runs(
+    way: Any, wg: Writegate, name: str
+) -> None:
+    account = new_account(owner=OTHER)  # the model names its owner as the one acting
+    args = {"account": account, **FORGED, "tenant_id": TENANT}
+    args |= {"cents": 5} if name == "pay" else {}
+    graph, seen = way(wg, [[tool_call(name, **args)], "ok"]), len(SEEN)
+    out = graph.invoke({"messages": [HumanMessage("go")]}, run_config(thread()))
+    assert not asked(out)
+    assert last_tool(out)["code"] == "validation_failed"
+    assert len(SEEN) == seen  # refused before the tool's own check even ran
+    assert payments(account) == 0
+
+
+def test_a_writegate_event_naming_a_user_is_refused_and_the_question_stands(
+    way: Any, wg: Writegate
+) -> None:
+    account = new_account()
+    graph, config, interrupt = ask_to_pay(way, wg, account)
+    forged = {"action": "confirm", "proposal_id": interrupt.value["proposal_id"], **FORGED}
+    (again,) = asked(graph.invoke(Command(resume=forged), config))
+    assert again.value["error"]["code"] == "invalid_decision"
+    assert payments(account) == 0
+
+
+def test_a_langchain_decision_naming_a_user_runs_for_the_authenticated_user_only(
+    way: Any, wg: Writegate
+) -> None:
+    account = new_account()
+    graph, config, _ = ask_to_pay(way, wg, account)
+    answer = {"decisions": [{"type": "approve", **FORGED}], **FORGED}
+    receipt = last_tool(graph.invoke(Command(resume=answer), config))
+    assert receipt["status"] == "succeeded"
+    assert receipt["result"]["by"] == USER  # the extra keys were ignored
+    assert SEEN[-1].user_id == USER and SEEN[-1].tenant_id == TENANT
+    assert payments(account) == 1
+
+
+def test_an_edit_whose_arguments_name_a_user_is_refused_and_nothing_runs(
+    way: Any, wg: Writegate
+) -> None:
+    account = new_account()
+    graph, config, interrupt = ask_to_pay(way, wg, account)
+    args = {"account": account, "cents": 250, **FORGED}
+    edit = {"action": "edit", "proposal_id": interrupt.value["proposal_id"], "args": args}
+    out = graph.invoke(Command(resume=edit), config)
+    pending = asked(out)
+    refused = pending[0].value["error"] if pending else last_tool(out)
+    assert refused["code"] == "validation_failed"
+    assert payments(account) == 0
+
+
+def test_identity_from_the_run_context_alone(way: Any, wg: Writegate) -> None:
+    account = new_account(owner="user_ctx")
+    graph = way(wg, [[tool_call("pay", account=account, cents=5)], *["ok"] * 3])
+    config, context = (
+        {"configurable": {"thread_id": thread()}},
+        {
+            "user_id": "user_ctx",
+            "tenant_id": TENANT,
+        },
+    )
+    (interrupt,) = asked(graph.invoke({"messages": [HumanMessage("pay")]}, config, context=context))
+    answer = {"action": "confirm", "proposal_id": interrupt.value["proposal_id"]}
+    receipt = last_tool(graph.invoke(Command(resume=answer), config, context=context))
+    assert receipt["result"]["by"] == "user_ctx"
+    assert payments(account) == 1
+
+
+def test_config_and_context_naming_different_users_is_refused_before_anything_runs(
+    way: Any, wg: Writegate
+) -> None:
+    account = new_account()
+    graph, seen = way(wg, [[tool_call("pay", account=account, cents=5)], "ok"]), len(SEEN)
+    context = {"user_id": OTHER, "tenant_id": TENANT}
+    with pytest.raises(MissingIdentity):
+        graph.invoke({"messages": [HumanMessage("pay")]}, run_config(thread()), context=context)
+    assert len(SEEN) == seen and payments(account) == 0
