@@ -5,22 +5,24 @@ model's arguments or the resume payload: the same checks for each of the three w
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
 from tests.integration.library_helpers import (
     SEEN,
     TENANT,
     USER,
+    asked,
     balance,
+    confirm,
     hand_built,
+    last_tool,
     new_account,
     pay,
     payments,
@@ -70,17 +72,6 @@ def thread() -> str:
     return f"ids_{secrets.token_hex(5)}"
 
 
-def asked(out: dict[str, Any]) -> list[Any]:
-    return list(out.get("__interrupt__", []))
-
-
-def last_tool(out: dict[str, Any]) -> dict[str, Any]:
-    message = [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
-    body = json.loads(str(message.content))
-    assert isinstance(body, dict)
-    return body
-
-
 def ask_to_pay(way: Any, wg: Writegate, account: str) -> tuple[Any, dict[str, Any], Any]:
     graph = way(wg, [[tool_call("pay", account=account, cents=250)], *["done"] * 3])
     config = run_config(thread())
@@ -108,7 +99,7 @@ def test_a_writegate_event_naming_a_user_is_refused_and_the_question_stands(
 ) -> None:
     account = new_account()
     graph, config, interrupt = ask_to_pay(way, wg, account)
-    forged = {"action": "confirm", "proposal_id": interrupt.value["proposal_id"], **FORGED}
+    forged = {**confirm(interrupt), **FORGED}
     (again,) = asked(graph.invoke(Command(resume=forged), config))
     assert again.value["error"]["code"] == "invalid_decision"
     assert payments(account) == 0
@@ -152,8 +143,7 @@ def test_identity_from_the_run_context_alone(way: Any, wg: Writegate) -> None:
         },
     )
     (interrupt,) = asked(graph.invoke({"messages": [HumanMessage("pay")]}, config, context=context))
-    answer = {"action": "confirm", "proposal_id": interrupt.value["proposal_id"]}
-    receipt = last_tool(graph.invoke(Command(resume=answer), config, context=context))
+    receipt = last_tool(graph.invoke(Command(resume=confirm(interrupt)), config, context=context))
     assert receipt["result"]["by"] == "user_ctx"
     assert payments(account) == 1
 

@@ -24,8 +24,11 @@ from tests.integration.library_helpers import (
     TENANT,
     THREADS,
     USER,
+    asked,
     balance,
+    confirm,
     hand_built,
+    last_tool,
     new_account,
     notify,
     pay,
@@ -63,21 +66,6 @@ def wg(create_database: Callable[[], str]) -> Iterator[Writegate]:
 
 def thread() -> str:
     return f"lib_{secrets.token_hex(5)}"
-
-
-def asked(out: dict[str, Any]) -> list[Any]:
-    return list(out.get("__interrupt__", []))
-
-
-def last_tool(out: dict[str, Any]) -> dict[str, Any]:
-    message = [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
-    body = json.loads(str(message.content))
-    assert isinstance(body, dict)
-    return body
-
-
-def confirm(interrupt: Any) -> dict[str, Any]:
-    return {"action": "confirm", "proposal_id": interrupt.value["proposal_id"]}
 
 
 def start_payment(wg: Writegate, account: str, amount: int = 1250) -> tuple[Any, dict, Any]:
