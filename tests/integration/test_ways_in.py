@@ -1,22 +1,27 @@
-"""Who acts comes from the host (the run config or the run context), never from the
-model's arguments or the resume payload: the same checks for each of the three ways in
-(`wg.tool_node()` in a hand-built graph, `wg.middleware()` in `create_agent`, and
-`wg.build_agent()`), over the library tests' own `pay` and `balance`."""
+"""The same checks for each of the three ways in (`wg.tool_node()` in a hand-built
+graph, `wg.middleware()` in `create_agent`, and `wg.build_agent()`), over the library
+tests' own `pay` and `balance`: who acts comes from the host (the run config or the run
+context), never from the model's arguments or the resume payload; and a read and a
+write in one turn work under `ainvoke` / `astream` with the `AsyncPostgresSaver`."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import secrets
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from tests.integration.library_helpers import (
     SEEN,
     TENANT,
+    THREADS,
     USER,
     asked,
     balance,
@@ -43,28 +48,28 @@ def wg(create_database: Callable[[], str]) -> Iterator[Writegate]:
         yield gate
 
 
-def _tool_node(wg: Writegate, turns: list[Any]) -> Any:
-    return hand_built(wg, scripted(*turns))
+def _tool_node(wg: Writegate, turns: list[Any], checkpointer: Any = None) -> Any:
+    return hand_built(wg, scripted(*turns), checkpointer=checkpointer)
 
 
-def _middleware(wg: Writegate, turns: list[Any]) -> Any:
+def _middleware(wg: Writegate, turns: list[Any], checkpointer: Any = None) -> Any:
     return create_agent(
         scripted(*turns),
         tools=[pay, balance],
         middleware=[wg.middleware()],
-        checkpointer=wg.checkpointer,
+        checkpointer=checkpointer or wg.checkpointer,
     )
 
 
-def _build_agent(wg: Writegate, turns: list[Any]) -> Any:
-    return wg.build_agent(scripted(*turns))
+def _build_agent(wg: Writegate, turns: list[Any], checkpointer: Any = None) -> Any:
+    return wg.build_agent(scripted(*turns), checkpointer=checkpointer)
 
 
 WAYS = {"tool_node": _tool_node, "middleware": _middleware, "build_agent": _build_agent}
 
 
 @pytest.fixture(params=sorted(WAYS))
-def way(request: pytest.FixtureRequest) -> Callable[[Writegate, list[Any]], Any]:
+def way(request: pytest.FixtureRequest) -> Callable[..., Any]:
     return WAYS[request.param]
 
 
@@ -157,3 +162,34 @@ def test_config_and_context_naming_different_users_is_refused_before_anything_ru
     with pytest.raises(MissingIdentity):
         graph.invoke({"messages": [HumanMessage("pay")]}, run_config(thread()), context=context)
     assert len(SEEN) == seen and payments(account) == 0
+
+
+AUDIT_SQL = "SELECT event, status FROM wg_audit WHERE thread_id = %s AND tool_name = %s"
+
+
+async def _read_and_write_async(way: Any, wg: Writegate, account: str) -> tuple[Any, int]:
+    loop_thread, validations = threading.get_ident(), len(THREADS)
+    calls = [tool_call("balance", account=account), tool_call("pay", account=account, cents=75)]
+    async with wg.async_checkpointer() as saver:
+        graph, config = way(wg, [calls, *["done"] * 3], checkpointer=saver), run_config(thread())
+        (interrupt,) = asked(await graph.ainvoke({"messages": [HumanMessage("go")]}, config))
+        assert interrupt.value["operation"] == "pay" and payments(account) == 0
+        chunks = [c async for c in graph.astream(Command(resume=confirm(interrupt)), config)]
+        state = (await graph.aget_state(config)).values
+    # The ledger and the tool's validator ran off the event loop's thread.
+    assert len(THREADS) > validations and loop_thread not in THREADS[validations:]
+    return state, len(chunks)
+
+
+def test_a_read_and_a_write_under_ainvoke_and_astream_with_the_async_saver(
+    way: Any, wg: Writegate
+) -> None:
+    account = new_account()
+    state, chunks = asyncio.run(_read_and_write_async(way, wg, account))
+    assert chunks > 0
+    said = {
+        m.name: json.loads(str(m.content)) for m in state["messages"] if isinstance(m, ToolMessage)
+    }
+    assert said["balance"] == {"status": "ok", "account": account, "payments": 0}
+    assert said["pay"]["status"] == "succeeded" and said["pay"]["result"]["cents"] == 75
+    assert payments(account) == 1
