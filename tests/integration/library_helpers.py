@@ -30,6 +30,7 @@ from writegate.graph.scripted import ScriptedChatModel
 
 LEDGER: dict[str, dict[str, Any]] = {}  # the downstream's record: request key -> payment
 OWNERS: dict[str, str] = {}  # account -> user allowed to pay into it
+VERSIONS: dict[str, int] = {}  # account -> its version (1 unless a test moves it)
 SEEN: list[Identity] = []  # who each validation ran for
 THREADS: list[int] = []  # which thread each validation ran on
 TENANT = "tenant_lib"
@@ -51,7 +52,7 @@ def _owned(args: dict[str, Any], identity: Identity) -> int:
     THREADS.append(threading.get_ident())
     if OWNERS.get(args["account"]) != identity.user_id:
         raise NotFound("no such account for this user", account=args["account"])
-    return 1
+    return VERSIONS.get(args["account"], 1)
 
 
 def _preview(args: dict[str, Any]) -> ToolPreview:

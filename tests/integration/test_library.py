@@ -20,10 +20,12 @@ from langgraph.types import Command
 
 from tests.integration.library_helpers import (
     LEDGER,
+    OWNERS,
     SEEN,
     TENANT,
     THREADS,
     USER,
+    VERSIONS,
     asked,
     balance,
     confirm,
@@ -143,6 +145,25 @@ def test_an_edit_asks_again_with_the_new_preview_and_runs_the_edited_arguments(
     out = graph.invoke(Command(resume=confirm(second)), config)
     assert last_tool(out)["result"]["cents"] == 900
     assert payments(account) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        (lambda account: VERSIONS.update({account: 2}), "state_changed"),
+        (lambda account: OWNERS.update({account: "user_other"}), "not_found"),
+    ],
+    ids=["version_moved", "no_longer_owned"],
+)
+def test_validate_runs_again_at_execution_and_a_change_since_the_proposal_runs_nothing(
+    wg: Writegate, change: Callable[[str], None], code: str
+) -> None:
+    account = new_account()
+    graph, config, interrupt = start_payment(wg, account)
+    change(account)  # while the person was reading the preview
+    out = graph.invoke(Command(resume=confirm(interrupt)), config)
+    assert last_tool(out)["code"] == code
+    assert payments(account) == 0
 
 
 def test_two_writes_in_one_turn_ask_one_question_each(wg: Writegate) -> None:

@@ -15,7 +15,7 @@ from langchain_core.tools import InjectedToolArg, tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from writegate import read_tool, write_tool
+from writegate import ValidationFailed, read_tool, write_tool
 
 CALLS: list[dict[str, Any]] = []
 
@@ -157,6 +157,40 @@ def test_a_write_function_must_take_the_request_key() -> None:
         @write_tool(side_effect="external")
         def send(to: str) -> None:
             """Send."""
+
+
+def test_the_request_key_must_be_keyword_only() -> None:
+    with pytest.raises(TypeError, match="keyword-only"):
+
+        @write_tool(side_effect="external")
+        def send(to: str, request_key: str) -> None:
+            """Send."""
+
+
+def test_by_default_the_target_is_the_tool_and_each_argument_shows_as_is() -> None:
+    args = set_status.spec.normalize({"ticket": "t1", "status": "closed"})
+    seen = set_status.spec.validate(None, args)  # no validate=: nothing to look up
+    assert (seen.resource, seen.state_version) == ("set_status", 0)
+    preview = set_status.spec.preview(args, seen)
+    assert preview.fields == [
+        {"name": "ticket", "value": "t1", "display": "t1"},
+        {"name": "status", "value": "closed", "display": "closed"},
+    ]
+    assert preview.side_effect == "reversible" and not preview.irreversible
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"ticket": 7, "status": "closed"},  # no coercion of a number to a string
+        {"ticket": "t1", "status": "done"},  # not one of the Literal's values
+        {"ticket": "t1"},  # every field is required
+        {"ticket": "t1", "status": "closed", "user_id": "u2"},  # no extra keys
+    ],
+)
+def test_arguments_are_checked_strictly(raw: dict[str, Any]) -> None:
+    with pytest.raises(ValidationFailed):
+        set_status.spec.normalize(raw)
 
 
 def test_a_write_tool_needs_a_side_effect() -> None:
