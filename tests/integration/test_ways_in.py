@@ -193,3 +193,21 @@ def test_a_read_and_a_write_under_ainvoke_and_astream_with_the_async_saver(
     assert said["balance"] == {"status": "ok", "account": account, "payments": 0}
     assert said["pay"]["status"] == "succeeded" and said["pay"]["result"]["cents"] == 75
     assert payments(account) == 1
+
+
+def _shape(value: dict[str, Any], account: str) -> str:
+    """The interrupt value with what differs per proposal replaced by placeholders."""
+    text = json.dumps(value, sort_keys=True)
+    for key in ("proposal_id", "tool_call_id", "args_digest", "expires_at"):
+        text = text.replace(str(value[key]), key.upper())
+    return text.replace(account, "ACCOUNT")
+
+
+def test_the_interrupt_value_is_the_same_for_the_three_ways_in(wg: Writegate) -> None:
+    shapes = {}
+    for name, way in WAYS.items():
+        account = new_account()
+        _, _, interrupt = ask_to_pay(way, wg, account)
+        shapes[name] = _shape(interrupt.value, account)
+    assert shapes["middleware"] == shapes["tool_node"] == shapes["build_agent"]
+    assert '"action_requests"' in shapes["tool_node"] and '"respond_with"' in shapes["tool_node"]
