@@ -14,6 +14,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
+from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
@@ -354,3 +355,17 @@ def test_a_registered_read_called_with_bad_arguments_in_a_plain_tool_node_is_ref
     with wg.runtime.pool.connection() as conn:
         rows = conn.execute(AUDIT_SQL, (thread_id, "balance")).fetchall()
     assert [(row["event"], row["status"]) for row in rows] == [("read", "rejected")]
+
+
+def test_open_without_a_url_resolves_database_url_and_shares_one_pool_until_closed(
+    create_database: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = create_database()
+    monkeypatch.setenv("DATABASE_URL", url)
+    with Writegate.open(tools=[ping]) as opened:  # a write: no read binding is moved
+        assert opened.runtime.url == url
+        assert isinstance(opened.checkpointer, PostgresSaver)
+        assert opened.checkpointer.conn is opened.runtime.pool  # one pool, one database
+        pool = opened.runtime.pool
+        assert not pool.closed
+    assert pool.closed
