@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -12,7 +11,7 @@ from writegate.checkpoints.ops import ledger_stats
 from writegate.graph.writegate import Writegate, spec_of
 from writegate.testing.harness import KIT_RETRY, Harness
 from writegate.testing.recorder import FaultHook, Recorder
-from writegate.testing.report import Outcome, Report, Scenario, ScenarioResult, Violation
+from writegate.testing.report import Outcome, Report, Scenario, ScenarioResult, run_scenario
 from writegate.testing.scenarios_gate import (
     concurrent_confirms,
     edit_supersedes,
@@ -85,25 +84,17 @@ def check_write_tool(
 
 
 def _run(harness: Harness, scenario: Scenario, busy: int) -> ScenarioResult:
-    started = time.perf_counter()
-
-    def result(outcome: Outcome, message: str = "", **figures: Any) -> ScenarioResult:
-        return ScenarioResult(scenario, outcome, message, figures, time.perf_counter() - started)
-
     if scenario in RECONCILING and busy:
-        return result(
+        return ScenarioResult(
+            scenario,
             Outcome.FAILED,
             f"{busy} execution(s) of someone else wait for reconciliation in this "
             "database; give the kit a database of its own",
         )
-    try:
+
+    def run() -> dict[str, Any]:
         if scenario in RECONCILING:
             harness.drain()  # what an earlier failed scenario left unsettled is not ours
-        figures = RUNS[scenario](harness)
-    except NotImplementedError as exc:
-        return result(Outcome.SKIPPED, str(exc))
-    except Violation as exc:
-        return result(Outcome.FAILED, str(exc))
-    except Exception as exc:  # the tool or the database broke: report it, keep going
-        return result(Outcome.FAILED, f"unexpected {type(exc).__name__}: {exc}")
-    return result(Outcome.PASSED, "", **figures)
+        return RUNS[scenario](harness)
+
+    return run_scenario(scenario, run)

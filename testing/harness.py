@@ -126,17 +126,27 @@ class Harness:
     # -- the smallest graph around wg.tool_node() ---------------------------------------
 
     def graph(self) -> Any:
-        builder = StateGraph(MessagesState)
-        builder.add_node("tools", self.wg.tool_node())
-        builder.add_edge(START, "tools")
-        builder.add_edge("tools", END)
-        return builder.compile(checkpointer=self.wg.checkpointer)
+        return smallest_graph(self.wg)
 
     def run_config(self) -> dict[str, Any]:
-        me = self.identity
-        thread = f"kit_{secrets.token_hex(6)}"
-        return {"configurable": {"thread_id": thread, "user_id": me.user_id,
-                                 "tenant_id": me.tenant_id}}  # fmt: skip
+        return run_config(self.identity)
+
+
+def smallest_graph(wg: Writegate) -> Any:
+    """START -> `wg.tool_node()` -> END, on the Writegate's checkpointer."""
+    builder = StateGraph(MessagesState)
+    builder.add_node("tools", wg.tool_node())
+    builder.add_edge(START, "tools")
+    builder.add_edge("tools", END)
+    return builder.compile(checkpointer=wg.checkpointer)
+
+
+def run_config(identity: Identity | None) -> dict[str, Any]:
+    """A new thread's run config, naming `identity` as the host would (None: nobody)."""
+    configurable = {"thread_id": f"kit_{secrets.token_hex(6)}"}
+    if identity is not None:
+        configurable.update(user_id=identity.user_id, tenant_id=identity.tenant_id)
+    return {"configurable": configurable}
 
 
 def retyped(proposal: Proposal) -> str | None:

@@ -2,8 +2,9 @@
 
 `Recorder` stands in front of the tool's protocol view (`ToolSpec`) and passes every
 call through unchanged, noting what writegate handed it: the local write (`apply`),
-the downstream call and the lookup, each with its request key and arguments. That is
-how the kit knows which request keys the tool saw.
+the downstream call and the lookup, each with its request key and arguments, and a
+read with the identity it runs for. That is how the kit knows which request keys and
+which identities the tool saw.
 
 It is also the kit's own fault injector, used when the caller brings none: while
 `inject(fault)` is open, every downstream call times out, before it reaches the tool
@@ -22,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from writegate.approval.errors import UpstreamTimeout
+from writegate.approval.models import Identity
 from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec
 
 
@@ -38,9 +40,10 @@ FaultHook = Callable[[Fault], AbstractContextManager[None]]
 
 @dataclass(frozen=True)
 class Call:
-    kind: str  # "apply" | "downstream" | "lookup"
-    request_key: str
+    kind: str  # "apply" | "downstream" | "lookup" | "read"
+    request_key: str  # "" for a read
     args: dict[str, Any]
+    identity: Identity | None = None  # who a read runs for
 
 
 class Recorder:
@@ -76,9 +79,15 @@ class Recorder:
 
     # -- what writegate calls -----------------------------------------------------------
 
-    def _note(self, kind: str, request_key: str, args: dict[str, Any]) -> None:
+    def _note(
+        self, kind: str, request_key: str, args: dict[str, Any], identity: Identity | None = None
+    ) -> None:
         with self._lock:
-            self._calls.append(Call(kind, request_key, dict(args)))
+            self._calls.append(Call(kind, request_key, dict(args), identity))
+
+    def read(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        self._note("read", "", args, ctx.identity)
+        return self._spec.read(ctx, args)
 
     def apply(
         self, ctx: ToolContext, args: dict[str, Any], *, expected_version: int, request_key: str

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -16,6 +18,25 @@ class Scenario(StrEnum):
     EDIT_SUPERSEDES = "edit_supersedes"
     LOST_ANSWER_IS_UNKNOWN = "lost_answer_is_unknown"
     RETRIES_KEEP_THE_KEY = "retries_keep_the_key"
+
+
+class ReadScenario(StrEnum):
+    """One invariant `check_read_tool` checks over a read tool."""
+
+    RUNS_AT_ONCE = "runs_at_once"
+    AUDITED_WITH_IDENTITY = "audited_with_identity"
+    NO_WRITE_PATH = "no_write_path"
+    IDENTITY_FROM_HOST = "identity_from_host"
+
+
+AnyScenario = Scenario | ReadScenario
+
+
+def scenario_named(name: AnyScenario | str) -> AnyScenario:
+    """A write or read scenario by its name."""
+    if isinstance(name, Scenario | ReadScenario):
+        return name
+    return Scenario(name) if name in {s.value for s in Scenario} else ReadScenario(name)
 
 
 class Outcome(StrEnum):
@@ -35,7 +56,7 @@ def expect(condition: bool, message: str) -> None:
 
 @dataclass(frozen=True)
 class ScenarioResult:
-    scenario: Scenario
+    scenario: AnyScenario
     outcome: Outcome
     message: str = ""
     # What the scenario counted: effects, downstream calls, distinct request keys, ...
@@ -68,8 +89,8 @@ class Report:
     def failures(self) -> list[ScenarioResult]:
         return [result for result in self.results if not result.ok]
 
-    def result(self, scenario: Scenario | str) -> ScenarioResult:
-        wanted = Scenario(scenario)
+    def result(self, scenario: AnyScenario | str) -> ScenarioResult:
+        wanted = scenario_named(scenario)
         return next(result for result in self.results if result.scenario is wanted)
 
     def assert_ok(self) -> None:
@@ -80,3 +101,22 @@ class Report:
         verdict = "conforms" if self.ok else f"{len(self.failures)} scenario(s) failed"
         lines = [f"writegate conformance of {self.tool!r}: {verdict}"]
         return "\n".join(lines + ["  " + result.line() for result in self.results])
+
+
+def run_scenario(scenario: AnyScenario, run: Callable[[], dict[str, Any]]) -> ScenarioResult:
+    """Run one scenario: passed with its figures, skipped (`NotImplementedError`), or
+    failed with the violation, or with whatever broke in the tool or the database."""
+    started = time.perf_counter()
+
+    def result(outcome: Outcome, message: str = "", **figures: Any) -> ScenarioResult:
+        return ScenarioResult(scenario, outcome, message, figures, time.perf_counter() - started)
+
+    try:
+        figures = run()
+    except NotImplementedError as exc:
+        return result(Outcome.SKIPPED, str(exc))
+    except Violation as exc:
+        return result(Outcome.FAILED, str(exc))
+    except Exception as exc:  # the tool or the database broke: report it, keep going
+        return result(Outcome.FAILED, f"unexpected {type(exc).__name__}: {exc}")
+    return result(Outcome.PASSED, "", **figures)

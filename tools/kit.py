@@ -59,14 +59,23 @@ class GuardedTool(BaseTool):
         """Registered with a Writegate: reads run (audited) through its service."""
         self.binding = (service, identify, thread_of)
 
+    def _parse_input(
+        self, tool_input: str | dict[str, Any], tool_call_id: str | None
+    ) -> str | dict[str, Any]:
+        """Arguments pass as given: writegate's service checks them (strictly, and
+        audited, for a read), so a refusal is a structured error, never a validation
+        trace that LangChain's tool node turns into free text."""
+        if isinstance(tool_input, dict):
+            return dict(tool_input)
+        return super()._parse_input(tool_input, tool_call_id)
+
     def _run(self, *, config: RunnableConfig, **kwargs: Any) -> str:
         spec: CallableTool = self.spec
         if spec.requires_approval or self.binding is None:
             raise _refusal(Unprotected(tool=self.name))
         service, identify, thread_of = self.binding
-        raw = spec.args_model.model_validate(kwargs).model_dump(mode="json")
         try:
-            result = service.read(identify(config), self.name, raw, thread_id=thread_of(config))
+            result = service.read(identify(config), self.name, kwargs, thread_id=thread_of(config))
         except WritegateError as exc:
             raise _refusal(exc) from None
         return _content(result if "status" in result else {"status": "ok", **result})

@@ -6,11 +6,12 @@ by request key, so a test counts effects by the account it made up for itself.
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 from typing import Annotated, Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import InjectedToolArg, tool
 from langgraph.graph import START, MessagesState, StateGraph
@@ -29,6 +30,7 @@ from writegate.graph.scripted import ScriptedChatModel
 
 LEDGER: dict[str, dict[str, Any]] = {}  # the downstream's record: request key -> payment
 OWNERS: dict[str, str] = {}  # account -> user allowed to pay into it
+VERSIONS: dict[str, int] = {}  # account -> its version (1 unless a test moves it)
 SEEN: list[Identity] = []  # who each validation ran for
 THREADS: list[int] = []  # which thread each validation ran on
 TENANT = "tenant_lib"
@@ -50,7 +52,7 @@ def _owned(args: dict[str, Any], identity: Identity) -> int:
     THREADS.append(threading.get_ident())
     if OWNERS.get(args["account"]) != identity.user_id:
         raise NotFound("no such account for this user", account=args["account"])
-    return 1
+    return VERSIONS.get(args["account"], 1)
 
 
 def _preview(args: dict[str, Any]) -> ToolPreview:
@@ -142,6 +144,21 @@ def hand_built(wg: Writegate, model: ScriptedChatModel, checkpointer: Any = None
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=checkpointer or wg.checkpointer)
+
+
+def asked(out: dict[str, Any]) -> list[Any]:
+    return list(out.get("__interrupt__", []))
+
+
+def last_tool(out: dict[str, Any]) -> dict[str, Any]:
+    message = [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+    body = json.loads(str(message.content))
+    assert isinstance(body, dict)
+    return body
+
+
+def confirm(interrupt: Any) -> dict[str, Any]:
+    return {"action": "confirm", "proposal_id": interrupt.value["proposal_id"]}
 
 
 def run_config(thread: str, user: str = USER) -> dict[str, Any]:

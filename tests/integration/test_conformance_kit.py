@@ -1,4 +1,5 @@
-"""The conformance kit passes every shipped write tool, and a user's own `@write_tool`.
+"""The conformance kit passes every shipped tool (writes and reads), and a user's own
+`@write_tool`.
 
 Each test gets its own database from the kit's `writegate_database` fixture. Effects
 are counted where each tool leaves them: the payment provider simulator's refunds,
@@ -8,7 +9,7 @@ ticket rows and versions, batch items, a user tool's downstream record.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,17 +20,21 @@ from writegate import Identity, NotFound, write_tool
 from writegate.testing import (
     Fault,
     Outcome,
+    ReadScenario,
     Report,
     Scenario,
+    check_read_tool,
     check_write_tool,
     throwaway_database,
 )
 from writegate.tools.batch import close_tickets
 from writegate.tools.domain import domain_tools
 from writegate.tools.faults import FaultScript
+from writegate.tools.orders import get_order, list_orders
 from writegate.tools.provider import SimulatedProvider
 from writegate.tools.refunds import refund_order_tool
 from writegate.tools.ticket_writes import create_ticket, update_ticket
+from writegate.tools.tickets import get_ticket, list_tickets
 
 ME = Identity("user_kit", "tenant_kit")
 INSERT_ORDER_SQL = """
@@ -47,6 +52,13 @@ def scalar(url: str, query: str, params: tuple[Any, ...] = ()) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(query, params).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+def new_order(url: str) -> str:
+    order_id = f"ord_kit{secrets.token_hex(4)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(INSERT_ORDER_SQL, (order_id, ME.tenant_id, ME.user_id))
+    return order_id
 
 
 def new_ticket(url: str, status: str) -> str:
@@ -68,10 +80,7 @@ def test_refund_order_through_the_provider_simulator_and_its_faults(
     provider = SimulatedProvider(url, faults=script)
 
     def fresh_refund() -> dict[str, Any]:
-        order_id = f"ord_kit{secrets.token_hex(4)}"
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(INSERT_ORDER_SQL, (order_id, ME.tenant_id, ME.user_id))
-        return {"order_id": order_id, "amount_minor": 2500, "currency": "CNY",
+        return {"order_id": new_order(url), "amount_minor": 2500, "currency": "CNY",
                 "reason": "arrived broken"}  # fmt: skip
 
     @contextmanager
@@ -135,9 +144,29 @@ def test_close_tickets(writegate_database: str) -> None:
     passed(report, Scenario.LOST_ANSWER_IS_UNKNOWN, Scenario.RETRIES_KEEP_THE_KEY)
 
 
-def test_every_shipped_write_tool_has_its_conformance_test_above() -> None:
-    # The kit checks write tools (reads have no proposal to check); a new shipped
-    # write needs its own test here.
+# -- the shipped reads: run at once, audited, for the host's identity only --------------
+
+READS: dict[str, tuple[Any, Callable[[str], dict[str, Any]]]] = {
+    "get_order": (get_order, lambda url: {"order_id": new_order(url)}),
+    "list_orders": (list_orders, lambda url: {}),
+    "get_ticket": (get_ticket, lambda url: {"ticket_id": new_ticket(url, "open")}),
+    "list_tickets": (list_tickets, lambda url: {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_a_shipped_read_tool(name: str, writegate_database: str) -> None:
+    tool, make = READS[name]
+    report = check_read_tool(
+        tool, args=lambda: make(writegate_database), identity=ME, database_url=writegate_database
+    )
+    passed(report)
+    assert [r.scenario for r in report.results] == list(ReadScenario)
+    assert report.result(ReadScenario.AUDITED_WITH_IDENTITY).figures["audit_rows"] == 3
+
+
+def test_every_shipped_tool_has_its_conformance_test_above() -> None:
+    # A new shipped write needs its own test here; a new read, its entry in READS.
     checked = {
         "refund_order": test_refund_order_through_the_provider_simulator_and_its_faults,
         "create_ticket": test_create_ticket,
@@ -146,6 +175,7 @@ def test_every_shipped_write_tool_has_its_conformance_test_above() -> None:
     }
     shipped = domain_tools(None)  # type: ignore[arg-type]  # no provider call is made
     assert {tool.name for tool in shipped if tool.spec.requires_approval} == set(checked)
+    assert {tool.name for tool in shipped if not tool.spec.requires_approval} == set(READS)
 
 
 # -- a user's own tool, declared with the public API only ------------------------------

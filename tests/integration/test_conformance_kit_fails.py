@@ -9,10 +9,19 @@ from typing import Any
 
 import pytest
 
-from writegate import Identity, NotFound, write_tool
+from tests.integration.library_helpers import TENANT, USER, balance, new_account
+from writegate import Identity, NotFound, read_tool, write_tool
 from writegate.approval.execution import Executor
-from writegate.approval.spec import DownstreamResult, ToolSpec
-from writegate.testing import Outcome, Report, Scenario, check_write_tool
+from writegate.approval.service import ApprovalService
+from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec
+from writegate.testing import (
+    Outcome,
+    ReadScenario,
+    Report,
+    Scenario,
+    check_read_tool,
+    check_write_tool,
+)
 
 ME = Identity("user_kit", "tenant_kit")
 SENT: list[dict[str, Any]] = []  # every call any broken downstream received
@@ -43,7 +52,7 @@ def run(tool: Any, database_url: str, effects: Any = lambda: len(SENT)) -> Repor
     )
 
 
-def failed(report: Report, scenario: Scenario, words: str) -> None:
+def failed(report: Report, scenario: Scenario | ReadScenario, words: str) -> None:
     result = report.result(scenario)
     assert result.outcome is Outcome.FAILED, str(report)
     assert words in result.message, result.message
@@ -154,3 +163,66 @@ def test_a_writegate_that_calls_the_downstream_twice_is_caught(
     report = run(pays_once, writegate_database)  # the tool dedups: only counting calls sees it
     failed(report, Scenario.CONCURRENT_CONFIRMS, "reached the tool 3 times")
     assert report.result(Scenario.STRANGER_REPLAY).outcome is Outcome.PASSED
+
+
+# -- read tools ------------------------------------------------------------------------
+
+
+@read_tool
+def balance_for(account: str, user_id: str) -> dict[str, Any]:
+    """Reads for whichever user the model names.
+
+    Args:
+        account: The account id.
+        user_id: Whose account.
+    """
+    return {"account": account, "owner_asked": ACCOUNTS.get(account) == user_id}
+
+
+def run_read(tool: Any, database_url: str, args: Any, identity: Identity = ME) -> Report:
+    return check_read_tool(tool, args=args, identity=identity, database_url=database_url)
+
+
+def test_a_read_tool_that_lets_the_model_name_the_user_is_caught(
+    writegate_database: str,
+) -> None:
+    def args() -> dict[str, Any]:
+        return {"account": fresh_account()["account"], "user_id": ME.user_id}
+
+    report = run_read(balance_for, writegate_database, args)
+    failed(report, ReadScenario.IDENTITY_FROM_HOST, "the model sets ['user_id']")
+    for scenario in (ReadScenario.RUNS_AT_ONCE, ReadScenario.NO_WRITE_PATH):
+        assert report.result(scenario).outcome is Outcome.PASSED, str(report)
+
+
+def test_a_writegate_whose_reads_leave_no_audit_row_is_caught(
+    writegate_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unaudited(
+        self: ApprovalService,
+        identity: Identity,
+        tool_name: str,
+        raw_args: dict[str, Any],
+        *,
+        thread_id: str | None = None,
+    ) -> dict[str, Any]:
+        spec = self.spec_for(tool_name)
+        with self.store.transaction() as tx:
+            return spec.read(ToolContext(identity, tx.conn, thread_id), spec.normalize(raw_args))
+
+    monkeypatch.setattr(ApprovalService, "read", unaudited)
+    # `balance` of the library tests: a well-behaved read of the caller's own account.
+    report = run_read(
+        balance, writegate_database, lambda: {"account": new_account()}, Identity(USER, TENANT)
+    )
+    failed(report, ReadScenario.AUDITED_WITH_IDENTITY, "3 calls left 0 audit rows")
+    assert report.result(ReadScenario.RUNS_AT_ONCE).outcome is Outcome.PASSED
+
+
+def test_the_read_check_takes_read_tools_and_the_write_check_write_tools(
+    writegate_database: str,
+) -> None:
+    with pytest.raises(TypeError, match="check_write_tool"):
+        run_read(pays_once, writegate_database, fresh_account)
+    with pytest.raises(TypeError, match="read tool"):
+        check_write_tool(balance, args={}, effects=lambda: 0, database_url=writegate_database)

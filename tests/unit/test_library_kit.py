@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -13,7 +15,7 @@ from langchain_core.tools import InjectedToolArg, tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from writegate import read_tool, write_tool
+from writegate import ValidationFailed, read_tool, write_tool
 
 CALLS: list[dict[str, Any]] = []
 
@@ -67,6 +69,79 @@ def test_a_write_tool_refuses_to_run_in_a_plain_tool_node() -> None:
     assert CALLS == []
 
 
+@tool
+def _mail(to: str, request_key: Annotated[str, InjectedToolArg]) -> dict:
+    """Send one mail.
+
+    Args:
+        to: The address.
+    """
+    CALLS.append({"to": to, "request_key": request_key})
+    return {"sent": to}
+
+
+@tool
+async def _amail(to: str, request_key: Annotated[str, InjectedToolArg]) -> dict:
+    """Send one mail, asynchronously.
+
+    Args:
+        to: The address.
+    """
+    CALLS.append({"to": to, "request_key": request_key})
+    return {"sent": to}
+
+
+WRAPPED = {
+    "function": set_status,
+    "langchain tool": write_tool(_mail, side_effect="external", name="mail"),
+    "async langchain tool": write_tool(_amail, side_effect="external", name="amail"),
+}
+ARGS = {"set_status": {"ticket": "t1", "status": "closed"}, "mail": {"to": "a@b.c"},
+        "amail": {"to": "a@b.c"}}  # fmt: skip
+
+
+def _direct(guarded: Any, args: dict[str, Any]) -> list[str]:
+    return [guarded.invoke(args), asyncio.run(guarded.ainvoke(args))]
+
+
+def _as_tool_call(guarded: Any, args: dict[str, Any]) -> list[str]:
+    call = {"name": guarded.name, "args": args, "id": "c1", "type": "tool_call"}
+    messages = [guarded.invoke(call), asyncio.run(guarded.ainvoke(call))]
+    assert all(m.status == "error" and m.tool_call_id == "c1" for m in messages)
+    return [m.content for m in messages]
+
+
+def _plain_tool_node(guarded: Any, args: dict[str, Any]) -> list[str]:
+    call = {"name": guarded.name, "args": args, "id": "c1", "type": "tool_call"}
+    builder = StateGraph(MessagesState)
+    builder.add_node("tools", ToolNode([guarded]))
+    builder.add_edge(START, "tools")
+    graph, state = builder.compile(), {"messages": [AIMessage("", tool_calls=[call])]}
+    messages = [
+        graph.invoke(state)["messages"][-1],
+        asyncio.run(graph.ainvoke(state))["messages"][-1],
+    ]
+    assert all(m.status == "error" for m in messages)
+    return [m.content for m in messages]
+
+
+@pytest.mark.parametrize("kind", sorted(WRAPPED))
+@pytest.mark.parametrize(
+    "how", [_direct, _as_tool_call, _plain_tool_node], ids=lambda f: f.__name__
+)
+def test_outside_writegate_a_write_tool_refuses_with_a_structured_error_and_runs_nothing(
+    kind: str, how: Callable[[Any, dict[str, Any]], list[str]]
+) -> None:
+    guarded = WRAPPED[kind]
+    before = len(CALLS)
+    for content in how(guarded, ARGS[guarded.name]):
+        assert "Traceback" not in content
+        body = json.loads(content)
+        assert body["code"] == "unprotected" and body["retryable"] is False
+        assert isinstance(body["message"], str) and body["message"]
+    assert len(CALLS) == before  # neither the function nor the wrapped tool ran
+
+
 def test_a_read_tool_not_registered_with_writegate_refuses_too() -> None:
     @read_tool
     def peek(ticket: str) -> dict:
@@ -82,6 +157,40 @@ def test_a_write_function_must_take_the_request_key() -> None:
         @write_tool(side_effect="external")
         def send(to: str) -> None:
             """Send."""
+
+
+def test_the_request_key_must_be_keyword_only() -> None:
+    with pytest.raises(TypeError, match="keyword-only"):
+
+        @write_tool(side_effect="external")
+        def send(to: str, request_key: str) -> None:
+            """Send."""
+
+
+def test_by_default_the_target_is_the_tool_and_each_argument_shows_as_is() -> None:
+    args = set_status.spec.normalize({"ticket": "t1", "status": "closed"})
+    seen = set_status.spec.validate(None, args)  # no validate=: nothing to look up
+    assert (seen.resource, seen.state_version) == ("set_status", 0)
+    preview = set_status.spec.preview(args, seen)
+    assert preview.fields == [
+        {"name": "ticket", "value": "t1", "display": "t1"},
+        {"name": "status", "value": "closed", "display": "closed"},
+    ]
+    assert preview.side_effect == "reversible" and not preview.irreversible
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"ticket": 7, "status": "closed"},  # no coercion of a number to a string
+        {"ticket": "t1", "status": "done"},  # not one of the Literal's values
+        {"ticket": "t1"},  # every field is required
+        {"ticket": "t1", "status": "closed", "user_id": "u2"},  # no extra keys
+    ],
+)
+def test_arguments_are_checked_strictly(raw: dict[str, Any]) -> None:
+    with pytest.raises(ValidationFailed):
+        set_status.spec.normalize(raw)
 
 
 def test_a_write_tool_needs_a_side_effect() -> None:
