@@ -150,10 +150,16 @@ class ApprovalService:
                 check_input(raw_args)  # before anything is stored or even parsed
                 args = spec.normalize(raw_args)
                 fingerprint = request_fingerprint(identity.tenant_id, tool_name, args)
-                with self.store.transaction() as tx:
-                    proposal = self._propose_in(
-                        tx, identity, spec, thread_id, tool_call_id, args, fingerprint, started
-                    )
+                # A re-run (every resume re-runs the gate) finds its proposal in one
+                # statement, without a transaction around it; only a new call opens one.
+                same_call = self.store.find_proposal_by_call(thread_id, tool_call_id)
+                if same_call is not None:
+                    proposal = self._same_call(identity, same_call, tool_call_id, fingerprint)
+                else:
+                    with self.store.transaction() as tx:
+                        proposal = self._propose_in(
+                            tx, identity, spec, thread_id, tool_call_id, args, fingerprint, started
+                        )
                 tracing.annotate(
                     proposal_id=proposal.proposal_id,
                     request_key=proposal.request_key,
@@ -166,6 +172,27 @@ class ApprovalService:
                 )
                 raise
 
+    @staticmethod
+    def _same_call(
+        identity: Identity, same_call: Proposal, tool_call_id: str, fingerprint: str
+    ) -> Proposal:
+        """The proposal already made for this tool call, if it is this request's."""
+        if same_call.subject != identity.user_id:
+            # Someone else's question (another user resuming the thread): the
+            # ownership rule answers as for any proposal not one's own.
+            raise NotFound(
+                "no such proposal for this user",
+                proposal_id=same_call.proposal_id,
+                tool_call_id=tool_call_id,
+            )
+        if same_call.fingerprint != fingerprint:
+            raise IdempotencyConflict(
+                "this tool-call id was already used for a different request",
+                tool_call_id=tool_call_id,
+                proposal_id=same_call.proposal_id,
+            )
+        return same_call
+
     def _propose_in(
         self,
         tx: LedgerTx,
@@ -177,23 +204,8 @@ class ApprovalService:
         fingerprint: str,
         started: float,
     ) -> Proposal:
-        same_call = tx.find_proposal_by_call(thread_id, tool_call_id)
-        if same_call is not None:
-            if same_call.subject != identity.user_id:
-                # Someone else's question (another user resuming the thread): the
-                # ownership rule answers as for any proposal not one's own.
-                raise NotFound(
-                    "no such proposal for this user",
-                    proposal_id=same_call.proposal_id,
-                    tool_call_id=tool_call_id,
-                )
-            if same_call.fingerprint != fingerprint:
-                raise IdempotencyConflict(
-                    "this tool-call id was already used for a different request",
-                    tool_call_id=tool_call_id,
-                    proposal_id=same_call.proposal_id,
-                )
-            return same_call
+        # The call had no proposal a moment ago (`propose` looked). Should a concurrent
+        # twin insert one meanwhile, the insert below finds it and returns it.
         running = tx.find_open_execution(identity.tenant_id, fingerprint)
         if running is not None:
             # Running or due for a retry with its own key: wait. Unknown or escalated:
@@ -247,9 +259,9 @@ class ApprovalService:
         stored = tx.insert_proposal(proposal)
         if stored is None:  # a concurrent twin of this node won the insert
             twin = tx.find_proposal_by_call(thread_id, tool_call_id)
-            if twin is None or twin.fingerprint != fingerprint:
+            if twin is None:
                 raise IdempotencyConflict(tool_call_id=tool_call_id)
-            return twin
+            return self._same_call(identity, twin, tool_call_id, fingerprint)
         tracing.remember(tx, stored.proposal_id)
         tx.insert_audit(
             call_audit(

@@ -97,6 +97,10 @@ class LedgerTx(Protocol):
 class LedgerStore(Protocol):
     def transaction(self) -> AbstractContextManager[LedgerTx]: ...
 
+    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
+        """The call's proposal, read on its own (one statement, no transaction)."""
+        ...
+
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]: ...
 
 

@@ -75,7 +75,7 @@ def _token(row: DictRow | None) -> Token | None:
 
 
 def _execution(row: DictRow | None) -> Execution | None:
-    if row is None:
+    if row is None or row["execution_id"] is None:
         return None
     return Execution(**{**row, "status": ExecutionStatus(row["status"])})
 
@@ -258,7 +258,14 @@ class PgLedgerTx:
         return _execution(row)
 
     def find_open_execution(self, tenant_id: str, fingerprint: str) -> Execution | None:
-        return _execution(self._one(sql.SELECT_OPEN_EXECUTION_SQL, (tenant_id, fingerprint)))
+        # propose's first read: it brings the transaction's now() along.
+        return _execution(
+            self._first_read(
+                sql.SELECT_OPEN_EXECUTION_SQL,
+                sql.SELECT_OPEN_EXECUTION_NOW_SQL,
+                (tenant_id, fingerprint),
+            )
+        )
 
     def insert_audit(self, record: AuditRecord) -> None:
         self.conn.execute(sql.INSERT_AUDIT_SQL, _params(record))
@@ -276,6 +283,11 @@ class PgLedgerStore:
         # caller's retry is safe either way, see docs/operations.md).
         with outage_mapped(), self.pool.connection() as conn, conn.transaction():
             yield PgLedgerTx(conn, self.clock)
+
+    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
+        with outage_mapped(), self.pool.connection() as conn:
+            row = conn.execute(sql.SELECT_PROPOSAL_BY_CALL_SQL, (thread_id, tool_call_id))
+            return _proposal(row.fetchone())
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         params = {

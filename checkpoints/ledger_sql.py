@@ -128,6 +128,10 @@ WHERE tenant_id = %s AND fingerprint = %s
   AND status IN ({OPEN_EXECUTION_SQL})
 LIMIT 1"""
 
+SELECT_OPEN_EXECUTION_NOW_SQL = f"""
+SELECT now() AS tx_now, e.* FROM (SELECT 1) AS one
+LEFT JOIN ({SELECT_OPEN_EXECUTION_SQL}) AS e ON true"""
+
 # `now` may be null: the transaction's own now(), which RETURNING then reports.
 TRANSITION_EXECUTION_SQL = f"""
 UPDATE wg_executions

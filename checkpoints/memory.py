@@ -273,6 +273,12 @@ class MemoryLedgerStore:
                     self.conn.__dict__.update(saved_conn.__dict__)
                 raise
 
+    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
+        with self._lock:
+            return MemoryLedgerTx(self.state, self.clock, self.conn).find_proposal_by_call(
+                thread_id, tool_call_id
+            )
+
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         for record in list(self.state.audit):
             row = asdict(record)

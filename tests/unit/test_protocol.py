@@ -283,3 +283,30 @@ def test_an_escalated_or_retryable_write_cannot_be_proposed_again(world):
     with pytest.raises(errors.OutcomeUnknown):  # a person decides; no second payment
         propose(service, call="call_third")
     assert tool.effects == {}
+
+
+class _LookupMisses(MemoryLedgerStore):
+    """A store whose read before the transaction saw no proposal for the call: a twin
+    inserted one between that read and the transaction."""
+
+    def find_proposal_by_call(self, thread_id: str, tool_call_id: str):  # type: ignore[no-untyped-def]
+        return None
+
+
+def test_a_twin_inserted_after_the_lookup_by_another_user_is_not_handed_over():
+    bob, db = Identity("bob", "t1"), Counters()
+    store = _LookupMisses(clock=Clock(), conn=db)
+    service = ApprovalService(store, Tools(AddTool()), Policy())
+    db.owners["c1"] = "bob"  # so that both may propose the same request in one thread
+    bobs = propose(service, who=bob)
+    db.owners["c1"] = "alice"
+    with pytest.raises(errors.NotFound) as refused:
+        propose(service, who=ALICE)
+    assert refused.value.details["proposal_id"] == bobs.proposal_id
+
+
+def test_a_twin_inserted_after_the_lookup_is_returned_to_its_owner():
+    store = _LookupMisses(clock=Clock(), conn=Counters())
+    service = ApprovalService(store, Tools(AddTool()), Policy())
+    first = propose(service)
+    assert propose(service).proposal_id == first.proposal_id
