@@ -2,14 +2,18 @@
 one PostgreSQL, and what saturates: CPU, locks or commits.
 
     uv run python -m writegate.bench.replicas --seconds 15
+    uv run python -m writegate.bench.replicas --reconcilers-only --backlog 10000
 
 Approvals: clients post a refund request (a thread, a message, a proposal) round-robin
 over the replicas. Confirmed writes: the clients confirm those proposals (each one
-executes a refund at the in-process provider). Reconcilers: a backlog of unknown
-outcomes (every refund's answer lost) is settled by R `writegate reconcile --loop`
-processes (executed refunds put back to `unknown`). While each phase runs, the CPU
-use, the sessions waiting on a lock and the commits per second are sampled. Writes to a
-throwaway database.
+executes a refund at the in-process provider). Reconcilers: a backlog of `--backlog`
+unknown outcomes, cloned from one executed refund (`bench/backlog.py`; a share `--seen`
+of the keys the provider applied, the rest it never saw), is settled by R
+`writegate reconcile --loop` processes, then every row is checked; the levels run
+interleaved (`--reconciler-levels 1,2,4,4,2,1`) and are summed up by their medians,
+since the machine is shared. While each phase runs, the CPU use (the machine's, and the
+reconcilers' and their PostgreSQL backends' own), the sessions waiting on a lock and
+the commits per second are sampled. Writes to a throwaway database.
 """
 
 from __future__ import annotations
@@ -53,6 +57,34 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+BACKENDS_SQL = """
+SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"""
+
+
+def _process_ticks(pids: list[int]) -> dict[int, int]:
+    """User + system CPU ticks of each process still alive."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def _backends(url: str) -> list[int]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [int(row[0]) for row in conn.execute(BACKENDS_SQL).fetchall()]
+
+
+def _cores(before: dict[int, int], after: dict[int, int], seconds: float) -> float:
+    """CPU cores used over `seconds` by the processes seen at both ends."""
+    ticks = sum(after[pid] - before[pid] for pid in after if pid in before)
+    return round(ticks / os.sysconf("SC_CLK_TCK") / seconds, 2)
 
 
 def _cpu() -> tuple[int, int]:
@@ -241,11 +273,19 @@ def reconciler_level(url: str, n: int, backlog: int, seen: float = 0.5) -> dict[
         while made.size and open_count() == made.size and time.monotonic() < deadline:
             time.sleep(0.05)  # processes still starting: not counted
         phase: dict[str, Any] = {}
+        own = [proc.pid for proc in procs]
+        backends = _backends(url)
+        ticks0 = _process_ticks(own), _process_ticks(backends)
         first, started = open_count(), time.perf_counter()
         with sampler.phase(phase):
             while (left := open_count()) > 0 and time.perf_counter() - started < 900:
                 time.sleep(0.1)
         seconds = time.perf_counter() - started
+        # Split of the CPU: the reconciler processes, and this database's PostgreSQL
+        # backends (the reconcilers' pooled sessions; the sampler's and the polling
+        # connections are short and not counted).
+        phase["reconciler_cores"] = _cores(ticks0[0], _process_ticks(own), seconds)
+        phase["postgres_cores"] = _cores(ticks0[1], _process_ticks(backends), seconds)
         phase["seconds"] = round(seconds, 2)
         phase["settled_per_s"] = round((first - left) / seconds, 1)
         phase["commits_per_settled"] = round(
@@ -285,7 +325,8 @@ def one_refund(url: str, key: str) -> None:
 
 def _medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keys = ("settled_per_s", "cpu_busy_pct", "lock_waiting_sessions", "active_sessions",
-            "commits_per_s", "commits_per_settled")  # fmt: skip
+            "commits_per_s", "commits_per_settled", "reconciler_cores",
+            "postgres_cores")  # fmt: skip
     out = []
     for n in sorted({r["reconcilers"] for r in rows}):
         runs = [r for r in rows if r["reconcilers"] == n]

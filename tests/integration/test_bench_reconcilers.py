@@ -40,6 +40,7 @@ def test_reconcilers_only_run_settles_every_cloned_outcome() -> None:
             "duplicated_effects": 0, "lost": 0, "ok": True,
         }  # fmt: skip
         assert level["settled_per_s"] > 0
+        assert {"reconciler_cores", "postgres_cores", "commits_per_settled"} <= set(level)
     assert [m["reconcilers"] for m in result["reconciler_medians"]] == [1, 2]
     assert result["every_backlog_settled_correctly"] is True
 
