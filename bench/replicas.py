@@ -2,14 +2,18 @@
 one PostgreSQL, and what saturates: CPU, locks or commits.
 
     uv run python -m writegate.bench.replicas --seconds 15
+    uv run python -m writegate.bench.replicas --reconcilers-only --backlog 10000
 
 Approvals: clients post a refund request (a thread, a message, a proposal) round-robin
 over the replicas. Confirmed writes: the clients confirm those proposals (each one
-executes a refund at the in-process provider). Reconcilers: a backlog of unknown
-outcomes (every refund's answer lost) is settled by R `writegate reconcile --loop`
-processes (executed refunds put back to `unknown`). While each phase runs, the CPU
-use, the sessions waiting on a lock and the commits per second are sampled. Writes to a
-throwaway database.
+executes a refund at the in-process provider). Reconcilers: a backlog of `--backlog`
+unknown outcomes, cloned from one executed refund (`bench/backlog.py`; a share `--seen`
+of the keys the provider applied, the rest it never saw), is settled by R
+`writegate reconcile --loop` processes, then every row is checked; the levels run
+interleaved (`--reconciler-levels 1,2,4,4,2,1`) and are summed up by their medians,
+since the machine is shared. While each phase runs, the CPU use (the machine's, and the
+reconcilers' and their PostgreSQL backends' own), the sessions waiting on a lock and
+the commits per second are sampled. Writes to a throwaway database.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import os
 import secrets
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -30,6 +35,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from writegate.bench.backlog import check, make_backlog
 from writegate.checkpoints.keys import create_key
 from writegate.checkpoints.migrate import setup_database
 from writegate.testing import database as throwaway
@@ -44,11 +50,6 @@ LOCK_WAITS_SQL = """
 SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'),
        count(*) FILTER (WHERE state = 'active')
 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"""
-BACKLOG_SQL = """
-UPDATE wg_executions SET status = 'unknown', lease_owner = NULL, lease_expires_at = NULL,
-    next_check_at = NULL
-WHERE execution_id IN (SELECT execution_id FROM wg_executions WHERE status = 'succeeded'
-                       LIMIT %s)"""
 COMMITS_SQL = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
 
 
@@ -56,6 +57,34 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+BACKENDS_SQL = """
+SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"""
+
+
+def _process_ticks(pids: list[int]) -> dict[int, int]:
+    """User + system CPU ticks of each process still alive."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def _backends(url: str) -> list[int]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [int(row[0]) for row in conn.execute(BACKENDS_SQL).fetchall()]
+
+
+def _cores(before: dict[int, int], after: dict[int, int], seconds: float) -> float:
+    """CPU cores used over `seconds` by the processes seen at both ends."""
+    ticks = sum(after[pid] - before[pid] for pid in after if pid in before)
+    return round(ticks / os.sysconf("SC_CLK_TCK") / seconds, 2)
 
 
 def _cpu() -> tuple[int, int]:
@@ -106,10 +135,14 @@ class Sampler:
         )
 
 
+def child_env() -> dict[str, str]:
+    """This environment without OPENAI_*: the replicas run the scripted demo model, which
+    is what proposes the clients' refunds."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+
+
 def _spawn(args: list[str], url: str, env: dict[str, str] | None = None) -> subprocess.Popen[Any]:
-    # No OPENAI_* from this environment: the replicas run the scripted demo model, which
-    # is what proposes the clients' refunds.
-    own = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    own = child_env()
     return subprocess.Popen(
         [sys.executable, "-m", "writegate", *args],
         env={**own, "DATABASE_URL": url, **(env or {})},
@@ -221,12 +254,12 @@ def replica_level(url: str, key: str, n: int, seconds: float, clients: int) -> d
     return out
 
 
-def reconciler_level(url: str, n: int, backlog: int) -> dict[str, Any]:
-    """`backlog` executed refunds put back to `unknown` (as if each answer was lost; the
-    provider holds them all), then n reconcilers settle them by lookup."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        made = conn.execute(BACKLOG_SQL, (backlog,)).rowcount
-    out: dict[str, Any] = {"reconcilers": n, "backlog": made}
+def reconciler_level(url: str, n: int, backlog: int, seen: float = 0.5) -> dict[str, Any]:
+    """`backlog` unknown outcomes cloned from an executed refund (`bench/backlog.py`; a
+    share `seen` of the keys the provider applied, the rest it never saw), settled by n
+    `writegate reconcile --loop` processes; then every row is checked."""
+    made = make_backlog(url, backlog, seen)
+    out: dict[str, Any] = {"reconcilers": n, "backlog": made.size, "provider_had": made.seen}
     sampler = Sampler(url)
 
     def open_count() -> int:
@@ -237,22 +270,80 @@ def reconciler_level(url: str, n: int, backlog: int) -> dict[str, Any]:
     procs = [_spawn(args, url) for _ in range(n)]
     try:
         deadline = time.monotonic() + 180
-        while made and open_count() == made and time.monotonic() < deadline:
-            time.sleep(0.1)  # processes still starting: not counted
+        while made.size and open_count() == made.size and time.monotonic() < deadline:
+            time.sleep(0.05)  # processes still starting: not counted
         phase: dict[str, Any] = {}
+        own = [proc.pid for proc in procs]
+        backends = _backends(url)
+        ticks0 = _process_ticks(own), _process_ticks(backends)
         first, started = open_count(), time.perf_counter()
         with sampler.phase(phase):
-            while (left := open_count()) > 0 and time.perf_counter() - started < 300:
+            while (left := open_count()) > 0 and time.perf_counter() - started < 900:
                 time.sleep(0.1)
-        phase["settled_per_s"] = round((first - left) / (time.perf_counter() - started), 1)
+        seconds = time.perf_counter() - started
+        # Split of the CPU: the reconciler processes, and this database's PostgreSQL
+        # backends (the reconcilers' pooled sessions; the sampler's and the polling
+        # connections are short and not counted).
+        phase["reconciler_cores"] = _cores(ticks0[0], _process_ticks(own), seconds)
+        phase["postgres_cores"] = _cores(ticks0[1], _process_ticks(backends), seconds)
+        phase["seconds"] = round(seconds, 2)
+        phase["settled_per_s"] = round((first - left) / seconds, 1)
+        phase["commits_per_settled"] = round(
+            phase["commits_per_s"] / max(phase["settled_per_s"], 0.1), 1
+        )
         out.update(phase)
     finally:
         stop(procs)
+    out["check"] = check(url, made)
+    return out
+
+
+def one_refund(url: str, key: str) -> None:
+    """One refund proposed and confirmed over HTTP: the template the backlog is cloned from."""
+    replicas = start_replicas(url, 1)
+    base, who = replicas[0][1], {"Authorization": "Bearer " + key}
+    try:
+        with psycopg.connect(url, autocommit=True) as conn, httpx.Client(timeout=60) as http:
+            order = "ord_b" + secrets.token_hex(5)
+            conn.execute(ORDER_SQL, (order, TENANT, USER))
+            thread = http.post(f"{base}/v1/threads", headers=who).json()["thread_id"]
+            text = f"refund 10.00 CNY of {order} because it arrived broken"
+            reply = http.post(
+                f"{base}/v1/threads/{thread}/messages", headers=who, json={"content": text}
+            )
+            proposal = json.loads(reply.text.rsplit("data: ", 1)[1])["pending"][0]["proposal_id"]
+            answer = http.post(
+                f"{base}/v1/approvals/{proposal}/decision",
+                headers={**who, "Idempotency-Key": f"b-{proposal}"},
+                json={"action": "confirm"},
+            )
+            if answer.json().get("outcome") != "executed":
+                raise RuntimeError(f"the template refund did not execute: {answer.text}")
+    finally:
+        stop([proc for proc, _ in replicas])
+
+
+def _medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keys = ("settled_per_s", "cpu_busy_pct", "lock_waiting_sessions", "active_sessions",
+            "commits_per_s", "commits_per_settled", "reconciler_cores",
+            "postgres_cores")  # fmt: skip
+    out = []
+    for n in sorted({r["reconcilers"] for r in rows}):
+        runs = [r for r in rows if r["reconcilers"] == n]
+        med = {k: round(statistics.median(r[k] for r in runs), 2) for k in keys}
+        out.append({"reconcilers": n, "runs": len(runs), **med})
     return out
 
 
 def run(
-    seconds: float, clients: int, backlog: int, levels: tuple[int, ...] = (1, 2, 4)
+    seconds: float,
+    clients: int,
+    backlog: int,
+    levels: tuple[int, ...] = (1, 2, 4),
+    reconciler_levels: tuple[int, ...] = (1, 2, 4, 4, 2, 1),
+    *,
+    reconcilers_only: bool = False,
+    seen: float = 0.5,
 ) -> dict[str, Any]:
     server = throwaway.server_url()
     url = throwaway.create_database(server, "writegate_bench_replicas")
@@ -261,10 +352,15 @@ def run(
         with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
             seed_demo(conn)
             key = create_key(conn, USER, TENANT).secret
-        return {
-            "replicas": [replica_level(url, key, n, seconds, clients) for n in levels],
-            "reconcilers": [reconciler_level(url, n, backlog) for n in levels],
-        }
+        out: dict[str, Any] = {"load_average_at_start": list(os.getloadavg())}
+        if reconcilers_only:
+            one_refund(url, key)
+        else:
+            out["replicas"] = [replica_level(url, key, n, seconds, clients) for n in levels]
+        runs = [reconciler_level(url, n, backlog, seen) for n in reconciler_levels]
+        out.update(reconcilers=runs, reconciler_medians=_medians(runs))
+        out["every_backlog_settled_correctly"] = all(r["check"]["ok"] for r in runs)
+        return out
     finally:
         throwaway.drop_database(server, url)
 
@@ -273,11 +369,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--backlog", type=int, default=120)
-    parser.add_argument("--levels", default="1,2,4")
+    parser.add_argument("--backlog", type=int, default=5000, help="unknown outcomes per run")
+    parser.add_argument("--seen", type=float, default=0.5, help="share the provider applied")
+    parser.add_argument("--levels", default="1,2,4", help="replicas")
+    parser.add_argument("--reconciler-levels", default="1,2,4,4,2,1")
+    parser.add_argument("--reconcilers-only", action="store_true")
     args = parser.parse_args(argv)
     levels = tuple(int(x) for x in args.levels.split(","))
-    print(json.dumps(run(args.seconds, args.clients, args.backlog, levels), indent=2))
+    rec_levels = tuple(int(x) for x in args.reconciler_levels.split(","))
+    result = run(
+        args.seconds, args.clients, args.backlog, levels, rec_levels,
+        reconcilers_only=args.reconcilers_only, seen=args.seen,
+    )  # fmt: skip
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
