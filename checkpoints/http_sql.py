@@ -101,4 +101,8 @@ SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %s, false)"
 THREAD_LOCK_SQL = "SELECT pg_advisory_lock(hashtextextended(%s, 0))"
 THREAD_TRY_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0)) AS ok"
 THREAD_UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+# Shared: a request that only reads the thread, beside others that only read it.
+THREAD_LOCK_SHARED_SQL = "SELECT pg_advisory_lock_shared(hashtextextended(%s, 0))"
+THREAD_TRY_LOCK_SHARED_SQL = "SELECT pg_try_advisory_lock_shared(hashtextextended(%s, 0)) AS ok"
+THREAD_UNLOCK_SHARED_SQL = "SELECT pg_advisory_unlock_shared(hashtextextended(%s, 0))"
 RESET_LOCK_TIMEOUT_SQL = "RESET lock_timeout"

@@ -146,9 +146,11 @@ class HttpStore:
 
     # -- per-thread serialization -----------------------------------------------------
 
-    def lock_thread(self, thread_id: str, *, wait_s: float) -> ThreadLock:
+    def lock_thread(self, thread_id: str, *, wait_s: float, shared: bool = False) -> ThreadLock:
         """Take the thread's lock, waiting up to wait_s (0: don't wait); InProgress if the
-        thread is busy, Unavailable if every lock session of this process is taken."""
+        thread is busy, Unavailable if every lock session of this process is taken.
+        `shared` (with a wait): held beside other shared holders, never beside the one
+        exclusive holder; for a request that only reads the thread."""
         try:
             conn = self.lock_pool.getconn(timeout=self.lock_checkout_s)
         except PoolTimeout as exc:
@@ -156,11 +158,11 @@ class HttpStore:
                 "too many requests are running on this server; retry shortly",
                 thread_id=thread_id,
             ) from exc
-        return ThreadLock(self.lock_pool, conn, thread_id, wait_s)
+        return ThreadLock(self.lock_pool, conn, thread_id, wait_s, shared=shared)
 
     @contextmanager
-    def thread_lock(self, thread_id: str, *, wait_s: float) -> Iterator[None]:
-        lock = self.lock_thread(thread_id, wait_s=wait_s)
+    def thread_lock(self, thread_id: str, *, wait_s: float, shared: bool = False) -> Iterator[None]:
+        lock = self.lock_thread(thread_id, wait_s=wait_s, shared=shared)
         try:
             yield
         finally:
@@ -177,9 +179,18 @@ class ThreadLock:
     """
 
     def __init__(
-        self, pool: Pool, conn: Connection[DictRow], thread_id: str, wait_s: float
+        self,
+        pool: Pool,
+        conn: Connection[DictRow],
+        thread_id: str,
+        wait_s: float,
+        *,
+        shared: bool = False,
     ) -> None:
         self.key = LOCK_NAMESPACE + thread_id
+        self._lock_sql = sql.THREAD_LOCK_SHARED_SQL if shared else sql.THREAD_LOCK_SQL
+        self._try_sql = sql.THREAD_TRY_LOCK_SHARED_SQL if shared else sql.THREAD_TRY_LOCK_SQL
+        self._unlock_sql = sql.THREAD_UNLOCK_SHARED_SQL if shared else sql.THREAD_UNLOCK_SQL
         self._pool = pool
         self._conn: Connection[DictRow] | None = conn
         try:
@@ -190,13 +201,13 @@ class ThreadLock:
 
     def _acquire(self, conn: Connection[DictRow], thread_id: str, wait_s: float) -> None:
         if wait_s <= 0:
-            row = conn.execute(sql.THREAD_TRY_LOCK_SQL, (self.key,)).fetchone()
+            row = conn.execute(self._try_sql, (self.key,)).fetchone()
             if not (row and row["ok"]):
                 raise InProgress("another request is running this thread", thread_id=thread_id)
             return
         conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
         try:
-            conn.execute(sql.THREAD_LOCK_SQL, (self.key,))
+            conn.execute(self._lock_sql, (self.key,))
         except LockNotAvailable as exc:
             raise InProgress(
                 "another request is still running this thread", thread_id=thread_id
@@ -209,7 +220,7 @@ class ThreadLock:
         # Unlock first so a waiter gets the lock at once. A session whose unlock or reset
         # fails is closed instead (which releases the lock); the pool then replaces it.
         try:
-            conn.execute(sql.THREAD_UNLOCK_SQL, (self.key,))
+            conn.execute(self._unlock_sql, (self.key,))
             conn.execute(sql.RESET_LOCK_TIMEOUT_SQL)
         except psycopg.Error:
             conn.close()

@@ -5,7 +5,9 @@ The click's idempotency key is claimed first, so a retried click gets the answer
 first one got. Then the thread's advisory lock serializes the resume across requests
 and replicas: whoever holds it resumes the graph if the proposal's question is still
 open; whoever comes second finds the question gone and answers from the ledger, with
-the same receipt. Every answer, first or replayed, is read from the ledger.
+the same receipt. Clicks that find the lock busy wait for it shared, so that they
+answer together once the resume is done. Every answer, first or replayed, is read
+from the ledger.
 """
 
 from __future__ import annotations
@@ -92,7 +94,14 @@ class Decisions:
         pid = value["proposal_id"]
         config = self.runner.config(identity, thread_id)
         messages: list[MessageView] = []
-        with self.store.thread_lock(thread_id, wait_s=self.lock_wait_s):
+        try:
+            held = self.store.lock_thread(thread_id, wait_s=0)
+        except InProgress:  # busy: most often another click resuming it
+            settled = self._answer_settled(identity, thread_id, value, edited)
+            if settled is not None:
+                return settled
+            held = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s)
+        try:
             if self.runner.stalled(config):  # a replica died mid-run: finish its steps
                 messages += _messages(self.runner.events(None, identity, config))
             question = self.runner.questions(config).get(pid)
@@ -103,6 +112,26 @@ class Decisions:
                 if asked_again is not None and asked_again[1].get("error"):
                     self._refuse_answer(identity, asked_again[1])
             return self._answer(identity, value, edited, messages, replayed=question is None)
+        finally:
+            held.release()
+
+    def _answer_settled(
+        self, identity: Identity, thread_id: str, value: dict[str, Any], edited: str | None
+    ) -> DecisionResult | None:
+        """The answer of a click that finds the thread busy, if it has nothing to resume.
+
+        It waits for the lock shared, so that when the holder (the click that resumes,
+        most often) lets go, every such click is let in at once, on every replica,
+        instead of one after another. The graph is resumed only under the exclusive
+        lock, so a shared holder reads what it would have read after waiting for that.
+        None when the question is still open or a run stalled: then the click takes the
+        exclusive lock and decides as the first one would.
+        """
+        config = self.runner.config(identity, thread_id)
+        with self.store.thread_lock(thread_id, wait_s=self.lock_wait_s, shared=True):
+            if self.runner.stalled(config) or value["proposal_id"] in self.runner.questions(config):
+                return None
+            return self._answer(identity, value, edited, [], replayed=True)
 
     def _refuse_answer(self, identity: Identity, question: dict[str, Any]) -> None:
         """The graph refused the answer and asks again: say why, with the question."""

@@ -61,6 +61,16 @@ class ConnectionPeak:
         self.thread.join(timeout=10)
 
 
+def _propose_refund(http: httpx.Client, url: str, alice: dict[str, str]) -> tuple[str, str, str]:
+    """A fresh order, a thread, and the refund proposal the scripted model makes there."""
+    order = new_order(url)
+    thread = http.post("/v1/threads", headers=alice).json()["thread_id"]
+    text = f"refund 3.00 CNY of {order} because it is scratched"
+    http.post(f"/v1/threads/{thread}/messages", headers=alice, json={"content": text})
+    pending = http.get("/v1/approvals", headers=alice).json()["approvals"]
+    return order, thread, next(a["proposal_id"] for a in pending if a["thread_id"] == thread)
+
+
 def test_a_click_storm_stays_within_the_pools_and_refunds_once(
     create_database: Callable[[], str],
 ) -> None:
@@ -71,12 +81,7 @@ def test_a_click_storm_stays_within_the_pools_and_refunds_once(
     app = create_app(runtime, settings=settings)
     try:
         with ThreadServer(app) as server, httpx.Client(base_url=server.url, timeout=60) as http:
-            order = new_order(url)
-            thread = http.post("/v1/threads", headers=alice).json()["thread_id"]
-            text = f"refund 3.00 CNY of {order} because it is scratched"
-            http.post(f"/v1/threads/{thread}/messages", headers=alice, json={"content": text})
-            pending = http.get("/v1/approvals", headers=alice).json()["approvals"]
-            pid = next(a["proposal_id"] for a in pending if a["thread_id"] == thread)
+            order, _, pid = _propose_refund(http, url, alice)
 
             start = threading.Barrier(CLICKS)
             answers: list[tuple[int, str, bool]] = []
@@ -134,5 +139,58 @@ def test_with_every_lock_session_taken_a_request_is_told_to_retry_not_500(
                 f"/v1/threads/{thread}/messages", headers=alice, json={"content": "hi"}
             )
             assert after.status_code == 200 and sse_events(after.text)[-1][1]["status"] == "done"
+    finally:
+        runtime.close()
+
+
+WAITERS_SQL = """
+SELECT mode FROM pg_locks
+WHERE locktype = 'advisory' AND NOT granted AND database = (
+    SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+
+
+def test_a_click_that_finds_the_thread_busy_waits_shared_and_gets_the_same_receipt(
+    create_database: Callable[[], str],
+) -> None:
+    """A later click on an executed approval, while another request holds the thread,
+    waits for the thread's lock in shared mode (so such clicks are let in together
+    when it is released) and answers with the one receipt, as a replay."""
+    url = seeded_database(create_database)
+    alice = {"Authorization": "Bearer " + make_key(url, "user_42")}
+    runtime = Runtime.open(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
+    app = create_app(runtime, settings=Settings(decision_lock_wait_s=60.0))
+    try:
+        with ThreadServer(app) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+            order, thread, pid = _propose_refund(http, url, alice)
+
+            def confirm(key: str) -> httpx.Response:
+                return http.post(
+                    f"/v1/approvals/{pid}/decision",
+                    headers={**alice, "Idempotency-Key": key},
+                    json={"action": "confirm"},
+                )
+
+            first = confirm("first")
+            assert first.status_code == 200 and first.json()["replayed"] is False, first.text
+
+            later: list[httpx.Response] = []
+            held = app.state.wg.store.lock_thread(thread, wait_s=0)
+            try:
+                clicker = threading.Thread(target=lambda: later.append(confirm("later")))
+                clicker.start()
+                with psycopg.connect(url, autocommit=True) as conn:
+                    modes: list[str] = []
+                    while not modes and clicker.is_alive():
+                        modes = [row[0] for row in conn.execute(WAITERS_SQL).fetchall()]
+                assert modes == ["ShareLock"], modes
+            finally:
+                held.release()
+            clicker.join(timeout=60)
+            assert len(later) == 1 and later[0].status_code == 200, later
+            body = later[0].json()
+            assert body["replayed"] is True and body["outcome"] == "executed"
+            assert body["receipt"] == first.json()["receipt"]
+            assert provider_refunds(url, order) == 1
     finally:
         runtime.close()
