@@ -206,7 +206,7 @@ class ApprovalService:
     ) -> Proposal:
         # The call had no proposal a moment ago (`propose` looked). Should a concurrent
         # twin insert one meanwhile, the insert below finds it and returns it.
-        running = tx.find_open_execution(identity.tenant_id, fingerprint)
+        running, open_one = tx.find_open(identity.tenant_id, thread_id, fingerprint)
         if running is not None:
             # Running or due for a retry with its own key: wait. Unknown or escalated:
             # a person or the reconciler decides; a second proposal could pay twice.
@@ -218,7 +218,6 @@ class ApprovalService:
         if callable(freeze):  # a batch: its exact resource set becomes part of the arguments
             args = freeze(ctx, args)
         seen = spec.validate(ctx, args)
-        open_one = tx.find_open_proposal(thread_id, fingerprint)
         if (
             open_one is not None
             and open_one.subject == identity.user_id

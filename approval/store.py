@@ -27,7 +27,10 @@ from writegate.approval.models import (
 class LedgerTx(Protocol):
     """One transaction. `conn` is handed to domain code so it commits with the ledger."""
 
-    conn: Any
+    @property
+    def conn(self) -> Any:
+        """The transaction's connection, with every earlier ledger write sent."""
+        ...
 
     def now(self) -> datetime:
         """The server's clock, never the client's."""
@@ -36,8 +39,12 @@ class LedgerTx(Protocol):
     # proposals
     def insert_proposal(self, proposal: Proposal) -> Proposal | None: ...
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None: ...
+    def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
+        """The proposal, locked as `get_proposal(for_update=True)` locks it, and the
+        execution of its request key, read once that lock is held; one round trip."""
+        ...
+
     def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None: ...
-    def find_open_proposal(self, thread_id: str, fingerprint: str) -> Proposal | None: ...
     def transition_proposal(
         self,
         proposal_id: str,
@@ -47,6 +54,19 @@ class LedgerTx(Protocol):
         decided_by: str | None = None,
         superseded_by: str | None = None,
     ) -> bool: ...
+
+    def expect_transition_proposal(
+        self,
+        proposal_id: str,
+        expected: ProposalStatus,
+        new: ProposalStatus,
+        *,
+        decided_by: str | None = None,
+    ) -> None:
+        """`transition_proposal` for a caller that knows its guard holds: it may be sent
+        with a later statement or the commit. Should the guard fail after all, the
+        transaction fails with `InvalidTransition` and nothing commits."""
+        ...
 
     # second approval and revocation: guarded like every transition
     def approve_second(self, proposal_id: str, approver: str) -> bool:
@@ -66,6 +86,11 @@ class LedgerTx(Protocol):
 
     # executions
     def insert_execution(self, execution: Execution) -> bool: ...
+    def expect_insert_execution(self, execution: Execution) -> None:
+        """`insert_execution` for a caller that knows nothing claims its key (see
+        `expect_transition_proposal`)."""
+        ...
+
     def get_execution(
         self,
         *,
@@ -88,7 +113,12 @@ class LedgerTx(Protocol):
         error_code: str | None = None,
         count_attempt: bool = False,
     ) -> Execution | None: ...
-    def find_open_execution(self, tenant_id: str, fingerprint: str) -> Execution | None: ...
+    def find_open(
+        self, tenant_id: str, thread_id: str, fingerprint: str
+    ) -> tuple[Execution | None, Proposal | None]:
+        """One request's open execution (running, retrying, unknown or escalated) and its
+        thread's open, unexpired proposal for the same fingerprint, read together."""
+        ...
 
     # audit
     def insert_audit(self, record: AuditRecord) -> None: ...

@@ -107,6 +107,9 @@ class Tally:
             }
 
 
+_CONTROL = re.compile(r"^\s*(begin|commit|rollback)\s*;?\s*$", re.I)
+
+
 class CountingCursor(Cursor[DictRow]):
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
         self._count(query, 1, params)
@@ -122,31 +125,45 @@ class CountingCursor(Cursor[DictRow]):
     def _count(self, query: Any, n: int, params: Any = None) -> None:
         conn = self.connection
         assert isinstance(conn, CountingConnection)
-        group, writes = classify(query)
+        text = query if isinstance(query, str) else str(query)
+        if conn.in_pipeline:
+            conn.pipeline_sent = True  # its round trip is the pipeline's Sync
+        else:
+            conn.tally.trips(1)
+        control = _CONTROL.match(text)
+        if control is not None:  # a transaction the caller sends itself
+            conn.control(control.group(1).lower())
+            return
+        group, writes = classify(text)
         conn.tally.statement(group, n)
         if conn.block is not None:
             conn.block.groups.add(group)
             conn.block.writes |= writes
-            if conn.block.explicit:  # a pipeline sends its statements in one flight
-                conn.tally.trips(1)
             return
-        conn.tally.trips(1)
         conn.tally.transaction([group], writes)  # an autocommit statement commits alone
         if n == 1:  # executemany pipelines its prepare with its rows
             # psycopg's prepared-statement key: the query and its parameter types.
             values = params.values() if isinstance(params, dict) else params or ()
             types = tuple(type(p).__name__ for p in values)
-            key = (str(query), types)
+            key = (text, types)
             if group == "pool_check" or key not in conn.prepared:
                 conn.prepared.add(key)
                 conn.tally.prepared()
 
 
 class CountingConnection(Connection[DictRow]):
-    """Base class; `counting_connection_class` binds it to one Tally."""
+    """Base class; `counting_connection_class` binds it to one Tally.
+
+    Round trips: one per statement sent on its own; one per pipeline (its Sync) however
+    many statements it carries; BEGIN and COMMIT of `transaction()` one each. A
+    transaction is a `transaction()` block, a BEGIN..COMMIT the caller sends itself
+    (alone or inside pipelines), a pipeline outside both, or an autocommit statement.
+    """
 
     tally: Tally
     block: _Block | None = None
+    in_pipeline: bool = False
+    pipeline_sent: bool = False
     prepared: set[tuple[str, tuple[str, ...]]]
 
     @classmethod
@@ -156,22 +173,34 @@ class CountingConnection(Connection[DictRow]):
         cls.tally.connected()
         return conn
 
+    def control(self, command: str) -> None:
+        """BEGIN, COMMIT or ROLLBACK sent as a statement."""
+        if command == "begin":
+            if self.block is None or not self.block.explicit:
+                # inside a pipeline's implicit transaction, BEGIN makes it the caller's own
+                self.block = self.block or _Block(explicit=True)
+                self.block.explicit = True
+            return
+        block, self.block = self.block, None
+        if command == "commit" and block is not None:
+            self.tally.transaction(block.groups or {"other"}, block.writes)
+
     @contextmanager
-    def _counted_block(self, *, explicit: bool, commits: bool = True) -> Iterator[None]:
-        """One transaction: BEGIN..COMMIT always commits; a pipeline only if it ran anything."""
-        if self.block is not None:  # nested: part of the outer transaction
+    def _counted_block(self, *, commits: bool = True) -> Iterator[None]:
+        """A `transaction()` block: BEGIN and COMMIT, one round trip each."""
+        if self.block is not None:  # nested: a savepoint of the outer transaction
+            self.tally.trips(2)  # SAVEPOINT and RELEASE
             yield
             return
-        self.block = block = _Block(explicit)
+        self.block = block = _Block(explicit=True)
         committed = False
         try:
             yield
             committed = True
         finally:
             self.block = None
-            if explicit or block.groups:  # BEGIN and COMMIT; or the pipeline's one flight
-                self.tally.trips(2 if explicit else 1)
-            if committed and commits and (explicit or block.groups):
+            self.tally.trips(2)
+            if committed and commits:
                 self.tally.transaction(block.groups or {"other"}, block.writes)
 
     @contextmanager
@@ -179,15 +208,37 @@ class CountingConnection(Connection[DictRow]):
         self, savepoint_name: str | None = None, force_rollback: bool = False
     ) -> Iterator[Transaction]:
         with (
-            self._counted_block(explicit=True, commits=not force_rollback),
+            self._counted_block(commits=not force_rollback),
             super().transaction(savepoint_name, force_rollback) as tx,
         ):
             yield tx
 
     @contextmanager
     def pipeline(self) -> Iterator[Pipeline]:
-        with self._counted_block(explicit=False), super().pipeline() as pipe:
-            yield pipe
+        """One round trip (the Sync) if anything was sent; outside a transaction, the
+        statements it carries commit together, as one implicit transaction."""
+        if self.in_pipeline:  # nested: the outer pipeline's flight
+            with super().pipeline() as pipe:
+                yield pipe
+            return
+        implicit = self.block is None
+        if implicit:
+            self.block = _Block(explicit=False)
+        self.in_pipeline, self.pipeline_sent = True, False
+        committed = False
+        try:
+            with super().pipeline() as pipe:
+                yield pipe
+            committed = True
+        finally:
+            self.in_pipeline = False
+            if self.pipeline_sent:
+                self.tally.trips(1)
+            block = self.block
+            if implicit and block is not None and not block.explicit:
+                self.block = None
+                if committed and block.groups:
+                    self.tally.transaction(block.groups, block.writes)
 
 
 def counting_connection_class(tally: Tally) -> type[CountingConnection]:

@@ -9,16 +9,18 @@ tests may pin it to probe expiry at an exact instant.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import fields
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from psycopg import Connection
+import psycopg
+from psycopg import Connection, Cursor
 from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
+from writegate.approval.errors import InvalidTransition
 from writegate.approval.models import (
     AuditRecord,
     Execution,
@@ -32,6 +34,7 @@ from writegate.checkpoints import ledger_sql as sql
 from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool
 
+_BEGIN, _COMMIT, _ROLLBACK = "BEGIN", "COMMIT", "ROLLBACK"
 _JSON_FIELDS = ("args", "preview", "result", "arguments", "risk")
 
 
@@ -81,13 +84,87 @@ def _execution(row: DictRow | None) -> Execution | None:
 
 
 class PgLedgerTx:
-    def __init__(self, conn: Connection[DictRow], clock: Callable[[], datetime] | None):
-        self.conn = conn
+    """One ledger transaction on one connection.
+
+    Made by `PgLedgerStore.transaction()` it owns its transaction and sends it in as few
+    round trips as the answers allow: a statement nobody waits for (an audit row, a new
+    token, a trace id) is held and sent ahead of the next statement whose answer is
+    waited for, in one pipeline flight; so is the BEGIN, and the COMMIT carries whatever
+    is still held. Everything runs in the order it was called, inside the one
+    transaction, so the rows committed are those of plain one-by-one statements; only a
+    held statement's error surfaces a call later, and it aborts the transaction all the
+    same. `conn` sends what is held first, so code given the connection (a tool's
+    hooks) always runs inside the open transaction, after the ledger's earlier writes.
+
+    Made on a connection whose transaction someone else opened (`owns=False`), it sends
+    each statement at once.
+    """
+
+    def __init__(
+        self,
+        conn: Connection[DictRow],
+        clock: Callable[[], datetime] | None,
+        *,
+        owns: bool = False,
+    ):
+        self._conn = conn
         self._clock = clock
         self._now: datetime | None = None
+        self._owns = owns
+        self._held: list[tuple[str, Any]] = [(_BEGIN, None)] if owns else []
+        self._begun = not owns
+
+    @property
+    def conn(self) -> Connection[DictRow]:
+        self._send()
+        return self._conn
+
+    def _later(self, query: str, params: Any) -> None:
+        """A write whose answer nobody waits for: held until the next flight."""
+        if self._owns:
+            self._held.append((query, params))
+        else:
+            self._conn.execute(query, params)
+
+    def _send(self, *queries: tuple[str, Any]) -> list[Cursor[DictRow]]:
+        """What is held, then `queries`, in one round trip; their cursors, answered."""
+        if not self._held and len(queries) <= 1:
+            return [self._conn.execute(query, params) for query, params in queries]
+        held, self._held = self._held, []
+        if held and held[0][0] is _BEGIN:
+            self._begun = True
+        with self._conn.pipeline():  # one Sync at the end: one round trip for them all
+            for held_query, held_params in held:
+                self._conn.execute(held_query, held_params, prepare=held_params is not None)
+            return [self._conn.execute(query, params) for query, params in queries]
 
     def _one(self, query: str, params: Any = None) -> DictRow | None:
-        return self.conn.execute(query, params).fetchone()
+        (cursor,) = self._send((query, params))
+        return cursor.fetchone()
+
+    def _expect(self, query: str, params: dict[str, Any], what: str) -> None:
+        """A guarded write the caller knows will write one row: held like a write nobody
+        waits for. Should its guard fail after all, the server fails the transaction
+        (WG001, `InvalidTransition` from `PgLedgerStore.transaction`); nothing commits."""
+        if not self._owns:
+            if self._one(query, params) is None:
+                raise _guard_failed(what)
+            return
+        self._held.append((sql.expect_one(query), {**params, "expect_what": what}))
+
+    def commit(self) -> None:
+        """COMMIT with whatever is still held; nothing at all if nothing was sent or held."""
+        if self._held == [(_BEGIN, None)]:
+            self._held = []
+            return
+        self._held.append((_COMMIT, None))
+        self._send()
+
+    def rollback(self) -> None:
+        """Drop what is held; ROLLBACK if the BEGIN went out."""
+        self._held = []
+        if self._begun and self._owns:
+            self._conn.execute(_ROLLBACK, prepare=False)
 
     def now(self) -> datetime:
         if self._clock is not None:
@@ -118,6 +195,21 @@ class PgLedgerTx:
             )
         )
 
+    def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
+        bring_now = self._clock is None and self._now is None
+        proposal, execution = self._send(
+            (
+                (sql.SELECT_PROPOSAL_NOW_SQL if bring_now else sql.SELECT_PROPOSAL_SQL)
+                + " FOR UPDATE",
+                (proposal_id,),
+            ),
+            (sql.SELECT_EXECUTION_OF_PROPOSAL_KEY_SQL, (proposal_id,)),
+        )
+        row = proposal.fetchone()
+        if bring_now and row is not None:
+            self._now = row.pop("tx_now")
+        return _proposal(row), _execution(execution.fetchone())
+
     def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
         params = (thread_id, tool_call_id)
         return _proposal(
@@ -126,13 +218,30 @@ class PgLedgerTx:
             )
         )
 
-    def find_open_proposal(self, thread_id: str, fingerprint: str) -> Proposal | None:
-        return _proposal(
-            self._one(sql.SELECT_OPEN_PROPOSAL_SQL, (thread_id, fingerprint, self.now()))
+    def find_open(
+        self, tenant_id: str, thread_id: str, fingerprint: str
+    ) -> tuple[Execution | None, Proposal | None]:
+        # propose's first read: both lookups in one flight, bringing now() along.
+        bring_now = self._clock is None and self._now is None
+        execution, proposal = self._send(
+            (
+                sql.SELECT_OPEN_EXECUTION_NOW_SQL if bring_now else sql.SELECT_OPEN_EXECUTION_SQL,
+                (tenant_id, fingerprint),
+            ),
+            # no clock read yet: the statement's own now(), the transaction's
+            (sql.SELECT_OPEN_PROPOSAL_SQL, (thread_id, fingerprint, self._peek_now())),
         )
+        row = execution.fetchone()
+        if bring_now and row is not None:
+            self._now = row.pop("tx_now")
+        return _execution(row), _proposal(proposal.fetchone())
+
+    def _peek_now(self) -> datetime | None:
+        """The clock, if it is known without a round trip; else None (SQL's now())."""
+        return self._clock() if self._clock is not None else self._now
 
     def set_traceparent(self, proposal_id: str, traceparent: str) -> None:
-        self.conn.execute(sql.SET_TRACEPARENT_SQL, (traceparent, proposal_id))
+        self._later(sql.SET_TRACEPARENT_SQL, (traceparent, proposal_id))
 
     def get_traceparent(self, *, proposal_id: str | None, token_hash: str | None) -> str | None:
         params = {"proposal_id": proposal_id, "token_hash": token_hash}
@@ -148,21 +257,44 @@ class PgLedgerTx:
         decided_by: str | None = None,
         superseded_by: str | None = None,
     ) -> bool:
-        row = self._one(
-            sql.TRANSITION_PROPOSAL_SQL,
-            {
-                "proposal_id": proposal_id,
-                "expected": expected.value,
-                "new": new.value,
-                "decided_by": decided_by,
-                "superseded_by": superseded_by,
-                "now": self.now(),
-            },
-        )
-        return row is not None
+        params = self._move(proposal_id, expected, new, decided_by, superseded_by)
+        return self._one(sql.TRANSITION_PROPOSAL_SQL, params) is not None
+
+    def expect_transition_proposal(
+        self,
+        proposal_id: str,
+        expected: ProposalStatus,
+        new: ProposalStatus,
+        *,
+        decided_by: str | None = None,
+    ) -> None:
+        params = self._move(proposal_id, expected, new, decided_by, None)
+        self._expect(sql.TRANSITION_PROPOSAL_SQL, params, "the proposal's move")
+
+    def _move(
+        self,
+        proposal_id: str,
+        expected: ProposalStatus,
+        new: ProposalStatus,
+        decided_by: str | None,
+        superseded_by: str | None,
+    ) -> dict[str, Any]:
+        return {
+            "proposal_id": proposal_id,
+            "expected": expected.value,
+            "new": new.value,
+            "decided_by": decided_by,
+            "superseded_by": superseded_by,
+            "now": self.now(),
+        }
 
     def insert_token(self, token: Token) -> None:
-        self.conn.execute(sql.INSERT_TOKEN_SQL, _params(token))
+        params = _params(token)
+        # A token can be written already consumed, by the execution it claims (the
+        # one-transaction confirm): consumed now, as `consume_token` would have.
+        consumed = token.status is TokenStatus.CONSUMED and token.execution_id is not None
+        params["consumed_at"] = self.now() if consumed else None
+        self._later(sql.INSERT_TOKEN_SQL, params)
 
     def get_token(self, token_hash: str, *, for_update: bool = False) -> Token | None:
         query = sql.SELECT_TOKEN_SQL + (" FOR UPDATE" if for_update else "")
@@ -201,6 +333,9 @@ class PgLedgerTx:
     def insert_execution(self, execution: Execution) -> bool:
         return self._one(sql.INSERT_EXECUTION_SQL, _params(execution)) is not None
 
+    def expect_insert_execution(self, execution: Execution) -> None:
+        self._expect(sql.INSERT_EXECUTION_SQL, _params(execution), "the execution's claim")
+
     def get_execution(
         self,
         *,
@@ -236,7 +371,7 @@ class PgLedgerTx:
         count_attempt: bool = False,
     ) -> Execution | None:
         # Without a clock read yet, the statement uses the transaction's own now().
-        now = self._clock() if self._clock is not None else self._now
+        now = self._peek_now()
         row = self._one(
             sql.TRANSITION_EXECUTION_SQL,
             {
@@ -257,18 +392,25 @@ class PgLedgerTx:
             self._now = row["updated_at"]
         return _execution(row)
 
-    def find_open_execution(self, tenant_id: str, fingerprint: str) -> Execution | None:
-        # propose's first read: it brings the transaction's now() along.
-        return _execution(
-            self._first_read(
-                sql.SELECT_OPEN_EXECUTION_SQL,
-                sql.SELECT_OPEN_EXECUTION_NOW_SQL,
-                (tenant_id, fingerprint),
-            )
-        )
-
     def insert_audit(self, record: AuditRecord) -> None:
-        self.conn.execute(sql.INSERT_AUDIT_SQL, _params(record))
+        self._later(sql.INSERT_AUDIT_SQL, _params(record))
+
+
+def _guard_failed(what: str) -> InvalidTransition:
+    return InvalidTransition(
+        f"{what} found its guard gone; nothing was committed", retry="decide and execute again"
+    )
+
+
+@contextmanager
+def _guards_mapped() -> Iterator[None]:
+    """A held guarded write whose guard failed (WG001) leaves as `InvalidTransition`."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        if exc.sqlstate != sql.EXPECTED_SQLSTATE:
+            raise
+        raise _guard_failed("a guarded write") from exc
 
 
 class PgLedgerStore:
@@ -281,11 +423,18 @@ class PgLedgerStore:
         # A database outage leaves here as `TemporarilyUnavailable`: the transaction
         # was rolled back (or, if the cut hit its COMMIT, may have committed; every
         # caller's retry is safe either way, see docs/operations.md).
-        with outage_mapped(), self.pool.connection() as conn, conn.transaction():
-            yield PgLedgerTx(conn, self.clock)
+        with outage_mapped(), _guards_mapped(), self.pool.connection() as conn:
+            tx = PgLedgerTx(conn, self.clock, owns=True)
+            try:
+                yield tx
+            except BaseException:
+                with suppress(psycopg.Error):  # a broken connection: the pool discards it
+                    tx.rollback()
+                raise
+            tx.commit()
 
     def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
-        with outage_mapped(), self.pool.connection() as conn:
+        with outage_mapped(), _guards_mapped(), self.pool.connection() as conn:
             row = conn.execute(sql.SELECT_PROPOSAL_BY_CALL_SQL, (thread_id, tool_call_id))
             return _proposal(row.fetchone())
 

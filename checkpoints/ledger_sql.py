@@ -47,7 +47,7 @@ SELECT_OPEN_PROPOSAL_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
 WHERE thread_id = %s AND fingerprint = %s
   AND status IN ({PENDING_SQL})
-  AND expires_at > %s
+  AND expires_at > COALESCE(%s::timestamptz, now())
 ORDER BY created_at DESC LIMIT 1"""
 
 TRANSITION_PROPOSAL_SQL = """
@@ -64,10 +64,11 @@ TOKEN_COLUMNS = """token_hash, proposal_id, subject, tenant_id, audience, operat
     execution_id, tier, digest_scheme"""
 
 INSERT_TOKEN_SQL = f"""
-INSERT INTO wg_tokens ({TOKEN_COLUMNS})
+INSERT INTO wg_tokens ({TOKEN_COLUMNS}, consumed_at)
 VALUES (%(token_hash)s, %(proposal_id)s, %(subject)s, %(tenant_id)s, %(audience)s,
     %(operation)s, %(resource)s, %(args_digest)s, %(policy_version)s, %(request_key)s,
-    %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s, %(tier)s, %(digest_scheme)s)"""
+    %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s, %(tier)s, %(digest_scheme)s,
+    %(consumed_at)s)"""
 
 SELECT_TOKEN_SQL = f"SELECT {TOKEN_COLUMNS} FROM wg_tokens WHERE token_hash = %s"
 SELECT_TOKEN_FOR_PROPOSAL_SQL = f"SELECT {TOKEN_COLUMNS} FROM wg_tokens WHERE proposal_id = %s"
@@ -121,6 +122,12 @@ ON CONFLICT (request_key) DO NOTHING
 RETURNING execution_id"""
 
 SELECT_EXECUTION_SQL = f"SELECT {EXECUTION_COLUMNS} FROM wg_executions WHERE "
+# Sent right after the proposal's locking read, in the same flight: its snapshot is
+# taken once that lock is held.
+SELECT_EXECUTION_OF_PROPOSAL_KEY_SQL = (
+    SELECT_EXECUTION_SQL
+    + "request_key = (SELECT request_key FROM wg_proposals WHERE proposal_id = %s)"
+)
 
 SELECT_OPEN_EXECUTION_SQL = f"""
 SELECT {EXECUTION_COLUMNS} FROM wg_executions
@@ -179,3 +186,14 @@ SELECT p.traceparent FROM wg_proposals p
 WHERE p.proposal_id = %(proposal_id)s
    OR p.proposal_id = (SELECT t.proposal_id FROM wg_tokens t WHERE t.token_hash = %(token_hash)s)
 LIMIT 1"""
+
+# A guarded write sent ahead, without waiting for its answer (`PgLedgerTx._expect`): the
+# server checks that it wrote exactly one row, else fails the transaction (WG001).
+EXPECTED_SQLSTATE = "WG001"
+
+
+def expect_one(write: str) -> str:
+    return (
+        "WITH written AS (" + write + ")\n"
+        "SELECT wg_expect_rows((SELECT count(*) FROM written), 1, %(expect_what)s)"
+    )

@@ -15,6 +15,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from writegate.approval.errors import InvalidTransition
 from writegate.approval.models import (
     AuditRecord,
     Execution,
@@ -65,6 +66,12 @@ class MemoryLedgerTx:
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None:
         return self.s.proposals.get(proposal_id)
 
+    def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
+        proposal = self.s.proposals.get(proposal_id)
+        if proposal is None:
+            return None, None
+        return proposal, self.get_execution(request_key=proposal.request_key)
+
     def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
         return next(
             (
@@ -75,7 +82,7 @@ class MemoryLedgerTx:
             None,
         )
 
-    def find_open_proposal(self, thread_id: str, fingerprint: str) -> Proposal | None:
+    def _open_proposal(self, thread_id: str, fingerprint: str) -> Proposal | None:
         return next(
             (
                 p
@@ -173,6 +180,21 @@ class MemoryLedgerTx:
         self.s.tokens[token.token_hash] = replace(token, status=TokenStatus.REVOKED)
         return True
 
+    def expect_insert_execution(self, execution: Execution) -> None:
+        if not self.insert_execution(execution):
+            raise InvalidTransition("the execution's claim found its guard gone")
+
+    def expect_transition_proposal(
+        self,
+        proposal_id: str,
+        expected: ProposalStatus,
+        new: ProposalStatus,
+        *,
+        decided_by: str | None = None,
+    ) -> None:
+        if not self.transition_proposal(proposal_id, expected, new, decided_by=decided_by):
+            raise InvalidTransition("the proposal's move found its guard gone")
+
     def insert_execution(self, execution: Execution) -> bool:
         if self.get_execution(request_key=execution.request_key):
             return False
@@ -235,7 +257,15 @@ class MemoryLedgerTx:
         self.s.executions[execution_id] = updated
         return updated
 
-    def find_open_execution(self, tenant_id: str, fingerprint: str) -> Execution | None:
+    def find_open(
+        self, tenant_id: str, thread_id: str, fingerprint: str
+    ) -> tuple[Execution | None, Proposal | None]:
+        return (
+            self._open_execution(tenant_id, fingerprint),
+            self._open_proposal(thread_id, fingerprint),
+        )
+
+    def _open_execution(self, tenant_id: str, fingerprint: str) -> Execution | None:
         return next(
             (
                 e

@@ -347,4 +347,19 @@ CREATE INDEX wg_stream_events_age_idx ON wg_stream_events (created_at);
     """
 ALTER TABLE wg_proposals ADD COLUMN traceparent text;
 """,
+    # 12. a guarded write sent ahead of its answer (in one round trip with the statements
+    # after it) checks its own row count, and fails its transaction if its guard failed
+    """
+CREATE FUNCTION wg_expect_rows(changed bigint, expected bigint, what text)
+RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    IF changed <> expected THEN
+        RAISE EXCEPTION 'writegate: % changed % rows, not %', what, changed, expected
+            USING ERRCODE = 'WG001',
+                  HINT = 'its guard no longer held; the transaction is rolled back';
+    END IF;
+    RETURN changed;
+END
+$$;
+""",
 ]

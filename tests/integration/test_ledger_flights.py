@@ -1,0 +1,110 @@
+"""A ledger transaction sent in flights (checkpoints/ledger.py): writes nobody waits for
+are held and sent with the next statement that is waited for, the BEGIN with the first,
+the COMMIT with the last. These tests hold it to plain one-by-one statements' meaning:
+all or nothing, in order, domain code inside the transaction, and a guarded write sent
+ahead of its answer failing the whole transaction when its guard fails."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from tests.integration.ledger_helpers import ALICE, new_order, propose_refund
+from writegate.approval.audit import call_audit
+from writegate.approval.errors import InvalidTransition
+from writegate.approval.models import AuditRecord, ProposalStatus
+from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.migrate import setup_database
+from writegate.graph.runtime import Runtime
+
+AWAITING, EXECUTED = ProposalStatus.AWAITING, ProposalStatus.EXECUTED
+
+
+@pytest.fixture(scope="module")
+def rt(create_database: Callable[[], str]) -> Iterator[Runtime]:
+    url = create_database()
+    setup_database(url)
+    runtime = Runtime.open(url, max_connections=4)
+    yield runtime
+    runtime.close()
+
+
+def audit_count(rt: Runtime, thread_id: str) -> int:
+    with rt.pool.connection() as conn:
+        row = conn.execute("SELECT count(*) AS n FROM wg_audit WHERE thread_id = %s", (thread_id,))
+        return int(row.fetchone()["n"])  # type: ignore[index]
+
+
+def status_of(rt: Runtime, proposal_id: str) -> str:
+    with rt.pool.connection() as conn:
+        row = conn.execute("SELECT status FROM wg_proposals WHERE proposal_id = %s", (proposal_id,))
+        return str(row.fetchone()["status"])  # type: ignore[index]
+
+
+def audit(thread_id: str) -> AuditRecord:
+    return call_audit(ALICE, thread_id, "get_order", "read", {}, "succeeded", 0.0)
+
+
+def test_held_writes_commit_with_the_transaction(rt: Runtime) -> None:
+    store = PgLedgerStore(rt.pool)
+    with store.transaction() as tx:
+        tx.insert_audit(audit("flights-commit"))
+        tx.insert_audit(audit("flights-commit"))
+        assert audit_count(rt, "flights-commit") == 0  # not committed yet, whatever was sent
+    assert audit_count(rt, "flights-commit") == 2
+
+
+def test_an_error_after_held_writes_commits_none_of_them(rt: Runtime) -> None:
+    store = PgLedgerStore(rt.pool)
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.insert_audit(audit("flights-error"))
+        tx.now()  # a statement waited for: the audit row has gone out by now
+        tx.insert_audit(audit("flights-error"))
+        raise RuntimeError("the caller failed")
+    assert audit_count(rt, "flights-error") == 0
+    with rt.pool.connection() as conn:  # and the connection went back clean
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_domain_code_given_the_connection_runs_inside_the_transaction(rt: Runtime) -> None:
+    order_id = new_order(rt)
+    store = PgLedgerStore(rt.pool)
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.insert_audit(audit("flights-domain"))
+        conn = tx.conn  # sends the BEGIN and the held row first
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        seen = conn.execute("SELECT count(*) AS n FROM wg_audit WHERE thread_id = 'flights-domain'")
+        assert seen.fetchone()["n"] == 1  # type: ignore[index]
+        conn.execute("UPDATE orders SET version = version + 100 WHERE order_id = %s", (order_id,))
+        raise RuntimeError("the tool failed")
+    with rt.pool.connection() as conn:
+        row = conn.execute("SELECT version FROM orders WHERE order_id = %s", (order_id,))
+        assert row.fetchone()["version"] < 100  # type: ignore[index]
+    assert audit_count(rt, "flights-domain") == 0
+
+
+def test_a_guarded_write_sent_ahead_fails_the_transaction_when_its_guard_fails(
+    rt: Runtime,
+) -> None:
+    proposal = propose_refund(rt, new_order(rt), thread="flights-guard")
+    store = PgLedgerStore(rt.pool)
+    before = audit_count(rt, "flights-guard")
+    with pytest.raises(InvalidTransition) as refused, store.transaction() as tx:
+        tx.insert_audit(audit("flights-guard"))
+        # the proposal is awaiting, not executed: this move's guard does not hold
+        tx.expect_transition_proposal(proposal.proposal_id, EXECUTED, AWAITING)
+    assert refused.value.to_dict()["code"] == "invalid_transition"
+    assert status_of(rt, proposal.proposal_id) == "awaiting_confirmation"
+    assert audit_count(rt, "flights-guard") == before  # nothing of it committed
+
+
+def test_a_guarded_write_sent_ahead_commits_when_its_guard_holds(rt: Runtime) -> None:
+    proposal = propose_refund(rt, new_order(rt), thread="flights-guard-ok")
+    store = PgLedgerStore(rt.pool)
+    with store.transaction() as tx:
+        tx.expect_transition_proposal(
+            proposal.proposal_id, AWAITING, ProposalStatus.CONFIRMED, decided_by=ALICE.user_id
+        )
+    assert status_of(rt, proposal.proposal_id) == "confirmed"
