@@ -25,8 +25,10 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from writegate.approval.errors import ClarificationNeeded, StateChanged, Unprotected
 from writegate.approval.models import Identity, Preview, SideEffect
@@ -49,13 +51,33 @@ Runner = Callable[[dict[str, Any], "str | None", Identity, dict[str, Any]], Any]
 
 def takes(func: Callable[..., Any], name: str) -> bool:
     """Whether a function or hook declares the keyword-only parameter `name`."""
-    found = inspect.signature(func).parameters.get(name)
-    return found is not None and found.kind is inspect.Parameter.KEYWORD_ONLY
+    return name in _keyword_only(func)
+
+
+def _keyword_only(func: Callable[..., Any]) -> frozenset[str]:
+    """A function's keyword-only parameter names, read once per function: a hook is
+    called on every write, and `inspect.signature` costs more than most hooks."""
+    try:
+        return _KEYWORD_ONLY[func]
+    except (KeyError, TypeError):  # TypeError: an unhashable callable, never cached
+        pass
+    names = frozenset(
+        p.name
+        for p in inspect.signature(func).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    )
+    with suppress(TypeError):
+        _KEYWORD_ONLY[func] = names
+    return names
+
+
+_KEYWORD_ONLY: WeakKeyDictionary[Callable[..., Any], frozenset[str]] = WeakKeyDictionary()
 
 
 def call_hook(hook: Callable[..., Any], *args: Any, **offered: Any) -> Any:
     """Call a hook with those of the `offered` keywords it declares."""
-    return hook(*args, **{key: value for key, value in offered.items() if takes(hook, key)})
+    declared = _keyword_only(hook)
+    return hook(*args, **{key: value for key, value in offered.items() if key in declared})
 
 
 @dataclass(frozen=True)
