@@ -144,6 +144,11 @@ class HeldConfirmTx:
             return True
         return self.tx.insert_execution(execution)
 
+    def fetch_one(self, query: str, params: Any = None) -> Any:
+        """A read of rows that are neither the held proposal's nor a token's (the
+        tombstone check): it leaves what is held held."""
+        return self.tx.fetch_one(query, params)  # type: ignore[attr-defined]
+
     def get_execution(self, **where: Any) -> Execution | None:
         key = where.get("request_key")
         if set(where) == {"request_key"} and key in self.executions:

@@ -22,6 +22,7 @@ from writegate.bench.counting import Tally, counting_connection_class
 from writegate.bench.db import BenchServer, Orders, disable_autovacuum, open_bench_pool
 from writegate.bench.workload import GraphRunner, ledger_op, token_ledger_op
 from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.ops import PgTombstones
 from writegate.checkpoints.pool import Pool
 from writegate.checkpoints.presented import PgPresentedQuestions
 from writegate.graph.runtime import Runtime
@@ -36,12 +37,13 @@ PATHS = ("ledger", "ledger_token", "writegate", "baseline")
 
 
 def runtime_on(url: str, pool: Pool) -> Runtime:
-    """Runtime.open's wiring on a pool the bench made (here: a counting one)."""
+    """Runtime.open's wiring on a pool the bench made (here: a counting one), tombstone
+    checks included."""
     store = PgLedgerStore(pool)
     provider = SimulatedProvider(pool=pool)
     registry = default_registry(provider)
     service = ApprovalService(store, registry)
-    executor = Executor(service)
+    executor = Executor(service, tombstones=PgTombstones())
     return Runtime(
         url, pool, store, registry, provider, service, executor, PgPresentedQuestions(pool)
     )

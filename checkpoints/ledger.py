@@ -152,6 +152,11 @@ class PgLedgerTx:
             return
         self._held.append((sql.expect_one(query), {**params, "expect_what": what}))
 
+    def fetch_one(self, query: str, params: Any = None) -> DictRow | None:
+        """A read of rows no held write touches (e.g. `wg_tombstones`), sent with the held
+        writes in one flight. Through `HeldConfirmTx` it writes nothing held there first."""
+        return self._one(query, params)
+
     def commit(self) -> None:
         """COMMIT with whatever is still held; nothing at all if nothing was sent or held."""
         if self._held == [(_BEGIN, None)]:

@@ -123,11 +123,17 @@ class PgTombstones:
         self, tx: LedgerTx, *, token_hash: str | None = None, request_key: str | None = None
     ) -> Tombstone | None:
         if token_hash is not None:
-            row = tx.conn.execute(sql.FIND_TOMBSTONE_BY_TOKEN_SQL, (token_hash,)).fetchone()
+            query, value = sql.FIND_TOMBSTONE_BY_TOKEN_SQL, token_hash
         elif request_key is not None:
-            row = tx.conn.execute(sql.FIND_TOMBSTONE_BY_KEY_SQL, (request_key,)).fetchone()
+            query, value = sql.FIND_TOMBSTONE_BY_KEY_SQL, request_key
         else:
             return None
+        # A ledger transaction's own read leaves its held writes held (checkpoints/ledger.py).
+        fetch_one = getattr(tx, "fetch_one", None)
+        if fetch_one is not None:
+            row = fetch_one(query, (value,))
+        else:
+            row = tx.conn.execute(query, (value,)).fetchone()
         return Tombstone(**row) if row is not None else None
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from tests.integration.ledger_helpers import ALICE, new_order, propose_refund
 from writegate.approval.audit import call_audit
+from writegate.approval.decisions import Confirm
 from writegate.approval.errors import InvalidTransition
 from writegate.approval.models import AuditRecord, ProposalStatus
 from writegate.checkpoints.ledger import PgLedgerStore
@@ -108,3 +109,39 @@ def test_a_guarded_write_sent_ahead_commits_when_its_guard_holds(rt: Runtime) ->
             proposal.proposal_id, AWAITING, ProposalStatus.CONFIRMED, decided_by=ALICE.user_id
         )
     assert status_of(rt, proposal.proposal_id) == "confirmed"
+
+
+COUNT_UPDATES_SQL = """
+CREATE TABLE IF NOT EXISTS test_row_updates (table_name text, proposal_id text);
+CREATE OR REPLACE FUNCTION test_count_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO test_row_updates VALUES (TG_TABLE_NAME, NEW.proposal_id);
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER test_proposal_updates AFTER UPDATE ON wg_proposals
+    FOR EACH ROW EXECUTE FUNCTION test_count_update();
+CREATE OR REPLACE TRIGGER test_token_updates AFTER UPDATE ON wg_tokens
+    FOR EACH ROW EXECUTE FUNCTION test_count_update();
+"""
+
+
+def test_the_one_transaction_confirm_writes_the_proposal_and_token_rows_once(
+    rt: Runtime,
+) -> None:
+    """Under the runtime's own wiring (its tombstone check included), the confirm taken
+    server-side moves the proposal row once (awaiting -> executed) and inserts its token
+    already consumed: no second version of either row."""
+    with psycopg.connect(rt.url, autocommit=True) as conn:
+        conn.execute(COUNT_UPDATES_SQL, prepare=False)
+    proposal = propose_refund(rt, new_order(rt), amount=100)
+    decision = Confirm(action="confirm", proposal_id=proposal.proposal_id)
+    receipt = rt.executor.confirm_and_execute(ALICE, decision, "refund_order")
+    assert receipt is not None and receipt.status == "succeeded"
+    with rt.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT table_name, count(*) AS n FROM test_row_updates WHERE proposal_id = %s"
+            " GROUP BY table_name",
+            (proposal.proposal_id,),
+        ).fetchall()
+    assert {row["table_name"]: row["n"] for row in rows} == {"wg_proposals": 1}
+    assert status_of(rt, proposal.proposal_id) == "executed"
