@@ -21,8 +21,16 @@ class PgPresentedQuestions:
         self.pool = pool
 
     def record(self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str) -> None:
-        with self.pool.connection() as conn:
-            conn.execute(INSERT_PRESENTED_SQL, (thread_id, checkpoint_ns, index, proposal_id))
+        """Recorded without waiting for the disk: a client can only see the question once
+        the run's checkpoint holding its interrupt has committed, after this, and that
+        commit's WAL flush covers this record too. Should the server crash before it, the
+        question was never shown, and an answer naming no proposal is refused (safe)."""
+        params = (thread_id, checkpoint_ns, index, proposal_id)
+        with self.pool.connection() as conn, conn.pipeline():  # one round trip
+            conn.execute("BEGIN", prepare=False)
+            conn.execute("SET LOCAL synchronous_commit TO off", prepare=False)
+            conn.execute(INSERT_PRESENTED_SQL, params)
+            conn.execute("COMMIT", prepare=False)
 
     def was_presented(
         self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str

@@ -1,0 +1,39 @@
+"""Presented questions on PostgreSQL (checkpoints/presented.py): recorded in one round
+trip without waiting for the disk, visible to every connection, first record wins, and
+the relaxed commit stays inside its own transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+
+from tests.integration.ledger_helpers import new_order, propose_refund
+from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.presented import PgPresentedQuestions
+from writegate.graph.runtime import Runtime
+
+
+def test_a_recorded_question_is_seen_by_others_and_the_setting_does_not_leak(
+    create_database: Callable[[], str],
+) -> None:
+    url = create_database()
+    setup_database(url)
+    with Runtime.open(url, setup=False, max_connections=1) as rt:
+        first = propose_refund(rt, new_order(rt), thread="th_presented")
+        second = propose_refund(rt, new_order(rt), thread="th_presented")
+        presented = PgPresentedQuestions(rt.pool)
+        presented.record("th_presented", "write:1", 0, first.proposal_id)
+        presented.record("th_presented", "write:1", 0, second.proposal_id)  # first one wins
+        assert presented.was_presented("th_presented", "write:1", 0, first.proposal_id)
+        assert not presented.was_presented("th_presented", "write:1", 0, second.proposal_id)
+        assert not presented.was_presented("th_presented", "write:1", 1, first.proposal_id)
+        with rt.pool.connection() as conn:  # the pool's one connection, used by record
+            setting = conn.execute("SHOW synchronous_commit").fetchone()
+            assert setting is not None and setting["synchronous_commit"] == "on"
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with psycopg.connect(url) as other:
+        row = other.execute(
+            "SELECT proposal_id FROM wg_presented WHERE thread_id = 'th_presented'"
+        ).fetchall()
+        assert row == [(first.proposal_id,)]
