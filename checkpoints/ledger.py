@@ -432,11 +432,11 @@ class PgLedgerStore:
             tx = PgLedgerTx(conn, self.clock, owns=True)
             try:
                 yield tx
+                tx.commit()  # may fail too: a held write's error surfaces here
             except BaseException:
                 with suppress(psycopg.Error):  # a broken connection: the pool discards it
                     tx.rollback()
                 raise
-            tx.commit()
 
     def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
         with outage_mapped(), _guards_mapped(), self.pool.connection() as conn:

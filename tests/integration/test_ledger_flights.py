@@ -101,6 +101,26 @@ def test_a_guarded_write_sent_ahead_fails_the_transaction_when_its_guard_fails(
     assert audit_count(rt, "flights-guard") == before  # nothing of it committed
 
 
+def test_a_commit_that_fails_is_rolled_back_before_the_connection_goes_back(
+    create_database: Callable[[], str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The failing guarded write was the last one held: it fails in the COMMIT's flight.
+    The connection goes back clean, with no rollback left to the pool's reset."""
+    url = create_database()
+    setup_database(url)
+    with Runtime.open(url, setup=False, max_connections=1) as one:
+        proposal = propose_refund(one, new_order(one), thread="flights-commit-fails")
+        seen: list[object] = []
+        with pytest.raises(InvalidTransition), one.store.transaction() as tx:
+            seen.append(tx.conn)  # the pool's one connection
+            tx.expect_transition_proposal(proposal.proposal_id, EXECUTED, AWAITING)
+        conn = seen[0]
+        assert isinstance(conn, psycopg.Connection)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    # the pool found nothing to roll back itself (it warns when it has to)
+    assert not [r for r in caplog.records if "rolling back" in r.getMessage()]
+
+
 def test_a_guarded_write_sent_ahead_commits_when_its_guard_holds(rt: Runtime) -> None:
     proposal = propose_refund(rt, new_order(rt), thread="flights-guard-ok")
     store = PgLedgerStore(rt.pool)
