@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
 from writegate.checkpoints.pool import Pool
 
 # The first record of a question wins; a re-raised interrupt records nothing new.
@@ -26,11 +31,18 @@ class PgPresentedQuestions:
         commit's WAL flush covers this record too. Should the server crash before it, the
         question was never shown, and an answer naming no proposal is refused (safe)."""
         params = (thread_id, checkpoint_ns, index, proposal_id)
-        with self.pool.connection() as conn, conn.pipeline():  # one round trip
-            conn.execute("BEGIN", prepare=False)
-            conn.execute("SET LOCAL synchronous_commit TO off", prepare=False)
-            conn.execute(INSERT_PRESENTED_SQL, params)
-            conn.execute("COMMIT", prepare=False)
+        with self.pool.connection() as conn:
+            try:
+                with conn.pipeline():  # one round trip
+                    conn.execute("BEGIN", prepare=False)
+                    conn.execute("SET LOCAL synchronous_commit TO off", prepare=False)
+                    conn.execute(INSERT_PRESENTED_SQL, params)
+                    conn.execute("COMMIT", prepare=False)
+            except psycopg.Error:
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    with suppress(psycopg.Error):  # a broken connection: the pool drops it
+                        conn.execute("ROLLBACK", prepare=False)
+                raise
 
     def was_presented(
         self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import psycopg
+import pytest
 
 from tests.integration.ledger_helpers import new_order, propose_refund
 from writegate.checkpoints.migrate import setup_database
@@ -37,3 +38,17 @@ def test_a_recorded_question_is_seen_by_others_and_the_setting_does_not_leak(
             "SELECT proposal_id FROM wg_presented WHERE thread_id = 'th_presented'"
         ).fetchall()
         assert row == [(first.proposal_id,)]
+
+
+def test_a_failed_record_leaves_the_connection_idle(create_database: Callable[[], str]) -> None:
+    """A record naming no stored proposal is refused by its foreign key; the transaction
+    is rolled back there, and the pool's one connection is clean for the next caller."""
+    url = create_database()
+    setup_database(url)
+    with Runtime.open(url, setup=False, max_connections=1) as rt:
+        presented = PgPresentedQuestions(rt.pool)
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            presented.record("th_presented", "write:1", 0, "prop_missing")
+        with rt.pool.connection() as conn:
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert not presented.was_presented("th_presented", "write:1", 0, "prop_missing")
