@@ -183,63 +183,55 @@ class PgLedgerTx:
     def insert_proposal(self, proposal: Proposal) -> Proposal | None:
         return _proposal(self._one(sql.INSERT_PROPOSAL_SQL, _params(proposal)))
 
-    def _first_read(self, plain: str, with_now: str, params: Any) -> DictRow | None:
-        """A read that also brings the transaction's now(), while it is still unknown."""
-        if self._clock is not None or self._now is not None:
-            return self._one(plain, params)
-        row = self._one(with_now, params)
-        if row is not None:
-            self._now = row.pop("tx_now")
-        return row
+    def _first_read(
+        self, plain: str, with_now: str, params: Any, *more: tuple[str, Any]
+    ) -> list[DictRow | None]:
+        """A read that also brings the transaction's now() while it is still unknown, and
+        the reads in `more`, in one flight; one row (or None) per read."""
+        bring_now = self._clock is None and self._now is None
+        first = (with_now if bring_now else plain, params)
+        rows = [cursor.fetchone() for cursor in self._send(first, *more)]
+        if bring_now and rows[0] is not None:
+            self._now = rows[0].pop("tx_now")
+        return rows
 
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None:
         lock = " FOR UPDATE" if for_update else ""
         return _proposal(
             self._first_read(
                 sql.SELECT_PROPOSAL_SQL + lock, sql.SELECT_PROPOSAL_NOW_SQL + lock, (proposal_id,)
-            )
+            )[0]
         )
 
     def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
-        bring_now = self._clock is None and self._now is None
-        proposal, execution = self._send(
-            (
-                (sql.SELECT_PROPOSAL_NOW_SQL if bring_now else sql.SELECT_PROPOSAL_SQL)
-                + " FOR UPDATE",
-                (proposal_id,),
-            ),
+        proposal, execution = self._first_read(
+            sql.SELECT_PROPOSAL_SQL + " FOR UPDATE",
+            sql.SELECT_PROPOSAL_NOW_SQL + " FOR UPDATE",
+            (proposal_id,),
             (sql.SELECT_EXECUTION_OF_PROPOSAL_KEY_SQL, (proposal_id,)),
         )
-        row = proposal.fetchone()
-        if bring_now and row is not None:
-            self._now = row.pop("tx_now")
-        return _proposal(row), _execution(execution.fetchone())
+        return _proposal(proposal), _execution(execution)
 
     def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
         params = (thread_id, tool_call_id)
         return _proposal(
             self._first_read(
                 sql.SELECT_PROPOSAL_BY_CALL_SQL, sql.SELECT_PROPOSAL_BY_CALL_NOW_SQL, params
-            )
+            )[0]
         )
 
     def find_open(
         self, tenant_id: str, thread_id: str, fingerprint: str
     ) -> tuple[Execution | None, Proposal | None]:
-        # propose's first read: both lookups in one flight, bringing now() along.
-        bring_now = self._clock is None and self._now is None
-        execution, proposal = self._send(
-            (
-                sql.SELECT_OPEN_EXECUTION_NOW_SQL if bring_now else sql.SELECT_OPEN_EXECUTION_SQL,
-                (tenant_id, fingerprint),
-            ),
-            # no clock read yet: the statement's own now(), the transaction's
+        # propose's first read: both lookups in one flight, bringing now() along; with no
+        # clock read yet, the open-proposal lookup uses the statement's own now().
+        execution, proposal = self._first_read(
+            sql.SELECT_OPEN_EXECUTION_SQL,
+            sql.SELECT_OPEN_EXECUTION_NOW_SQL,
+            (tenant_id, fingerprint),
             (sql.SELECT_OPEN_PROPOSAL_SQL, (thread_id, fingerprint, self._peek_now())),
         )
-        row = execution.fetchone()
-        if bring_now and row is not None:
-            self._now = row.pop("tx_now")
-        return _execution(row), _proposal(proposal.fetchone())
+        return _execution(execution), _proposal(proposal)
 
     def _peek_now(self) -> datetime | None:
         """The clock, if it is known without a round trip; else None (SQL's now())."""

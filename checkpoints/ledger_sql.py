@@ -6,6 +6,8 @@ the guard, and `RETURNING` tells the caller whether it won.
 
 from __future__ import annotations
 
+from functools import cache
+
 from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, PENDING_SQL
 
 NOW_SQL = "SELECT now() AS now"
@@ -192,6 +194,7 @@ LIMIT 1"""
 EXPECTED_SQLSTATE = "WG001"
 
 
+@cache  # a handful of writes, each wrapped on every confirm
 def expect_one(write: str) -> str:
     return (
         "WITH written AS (" + write + ")\n"
