@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from contextlib import suppress
-
-import psycopg
-from psycopg.pq import TransactionStatus
-
 from writegate.checkpoints.pool import Pool
 
-# The first record of a question wins; a re-raised interrupt records nothing new.
+# The first record of a question wins; a re-raised interrupt records nothing new. One
+# statement, its own transaction: `set_config(..., true)` relaxes only that transaction's
+# commit (it is read at the commit and reset right after it), so the pooled connection
+# keeps its setting, and a refused insert rolls the whole statement back by itself.
 INSERT_PRESENTED_SQL = """
+WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
 INSERT INTO wg_presented (thread_id, checkpoint_ns, interrupt_index, proposal_id)
-VALUES (%s, %s, %s, %s)
+SELECT %s::text, %s::text, %s::integer, %s::text FROM relaxed
 ON CONFLICT (thread_id, checkpoint_ns, interrupt_index) DO NOTHING
 """
 SELECT_PRESENTED_SQL = """
@@ -32,17 +31,7 @@ class PgPresentedQuestions:
         question was never shown, and an answer naming no proposal is refused (safe)."""
         params = (thread_id, checkpoint_ns, index, proposal_id)
         with self.pool.connection() as conn:
-            try:
-                with conn.pipeline():  # one round trip
-                    conn.execute("BEGIN", prepare=False)
-                    conn.execute("SET LOCAL synchronous_commit TO off", prepare=False)
-                    conn.execute(INSERT_PRESENTED_SQL, params)
-                    conn.execute("COMMIT", prepare=False)
-            except psycopg.Error:
-                if conn.info.transaction_status != TransactionStatus.IDLE:
-                    with suppress(psycopg.Error):  # a broken connection: the pool drops it
-                        conn.execute("ROLLBACK", prepare=False)
-                raise
+            conn.execute(INSERT_PRESENTED_SQL, params)
 
     def was_presented(
         self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str
