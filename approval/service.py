@@ -55,7 +55,7 @@ from writegate.approval.risk import (
     token_ttl,
 )
 from writegate.approval.spec import ToolContext, ToolLookup, ToolSpec
-from writegate.approval.store import LedgerStore, LedgerTx
+from writegate.approval.store import CallLookup, LedgerStore, LedgerTx
 
 __all__ = ["ApprovalService", "Confirmation", "Ended", "Policy", "new_id"]
 
@@ -150,15 +150,25 @@ class ApprovalService:
                 check_input(raw_args)  # before anything is stored or even parsed
                 args = spec.normalize(raw_args)
                 fingerprint = request_fingerprint(identity.tenant_id, tool_name, args)
-                # A re-run (every resume re-runs the gate) finds its proposal in one
-                # statement, without a transaction around it; only a new call opens one.
-                same_call = self.store.find_proposal_by_call(thread_id, tool_call_id)
-                if same_call is not None:
-                    proposal = self._same_call(identity, same_call, tool_call_id, fingerprint)
+                # One statement, without a transaction around it: a re-run (every resume
+                # re-runs the gate) finds its proposal; a new call, what it must check.
+                found = self.store.look_up_call(
+                    identity.tenant_id, thread_id, tool_call_id, fingerprint
+                )
+                if found.same_call is not None:
+                    proposal = self._same_call(identity, found.same_call, tool_call_id, fingerprint)
                 else:
                     with self.store.transaction() as tx:
                         proposal = self._propose_in(
-                            tx, identity, spec, thread_id, tool_call_id, args, fingerprint, started
+                            tx,
+                            identity,
+                            spec,
+                            thread_id,
+                            tool_call_id,
+                            args,
+                            fingerprint,
+                            found,
+                            started,
                         )
                 tracing.annotate(
                     proposal_id=proposal.proposal_id,
@@ -202,11 +212,14 @@ class ApprovalService:
         tool_call_id: str,
         args: dict[str, Any],
         fingerprint: str,
+        found: CallLookup,
         started: float,
     ) -> Proposal:
-        # The call had no proposal a moment ago (`propose` looked). Should a concurrent
-        # twin insert one meanwhile, the insert below finds it and returns it.
-        running, open_one = tx.find_open(identity.tenant_id, thread_id, fingerprint)
+        """A new proposal for the call, after `found`, the call's lookup. Should a
+        concurrent twin insert one meanwhile, the insert below finds it and returns it."""
+        if found.same_call is not None:
+            return self._same_call(identity, found.same_call, tool_call_id, fingerprint)
+        running, open_one = found.running, found.open_one
         if running is not None:
             # Running or due for a retry with its own key: wait. Unknown or escalated:
             # a person or the reconciler decides; a second proposal could pay twice.
@@ -226,7 +239,7 @@ class ApprovalService:
             and open_one.policy_version == self.policy.version
         ):
             return open_one
-        now = tx.now()
+        now = found.now or tx.now()  # the clock the lookup read, if the store has one
         proposal_id = new_id("prop")
         preview = spec.preview(args, seen).to_dict()
         hook = getattr(spec, "risk_inputs", None)
@@ -469,8 +482,9 @@ class ApprovalService:
         args = spec.normalize(raw_args)
         fingerprint = request_fingerprint(identity.tenant_id, spec.name, args)
         new_call = f"{proposal.tool_call_id}#edit:{proposal.proposal_id}"
+        found = tx.look_up_call(identity.tenant_id, proposal.thread_id, new_call, fingerprint)
         edited = self._propose_in(
-            tx, identity, spec, proposal.thread_id, new_call, args, fingerprint, started
+            tx, identity, spec, proposal.thread_id, new_call, args, fingerprint, found, started
         )
         if edited.proposal_id == proposal.proposal_id:
             return proposal  # an edit that changes nothing keeps the question as it is

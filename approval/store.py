@@ -113,22 +113,42 @@ class LedgerTx(Protocol):
         error_code: str | None = None,
         count_attempt: bool = False,
     ) -> Execution | None: ...
-    def find_open(
-        self, tenant_id: str, thread_id: str, fingerprint: str
-    ) -> tuple[Execution | None, Proposal | None]:
-        """One request's open execution (running, retrying, unknown or escalated) and its
-        thread's open, unexpired proposal for the same fingerprint, read together."""
+    def look_up_call(
+        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+    ) -> CallLookup:
+        """`LedgerStore.look_up_call` inside this transaction (an edit's new proposal)."""
         ...
 
     # audit
     def insert_audit(self, record: AuditRecord) -> None: ...
 
 
+@dataclass(frozen=True)
+class CallLookup:
+    """What `propose` reads before it writes anything, in one statement.
+
+    `same_call`: the proposal already made for this tool call (a re-run), and then
+    nothing else is read. Otherwise `running`, the request's open execution (running,
+    retrying, unknown or escalated), and `open_one`, the thread's open, unexpired
+    proposal for the same fingerprint; `now`, the database clock the read saw, when
+    the store has one (None: ask the transaction).
+    """
+
+    same_call: Proposal | None
+    running: Execution | None = None
+    open_one: Proposal | None = None
+    now: datetime | None = None
+
+
 class LedgerStore(Protocol):
     def transaction(self) -> AbstractContextManager[LedgerTx]: ...
 
-    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
-        """The call's proposal, read on its own (one statement, no transaction)."""
+    def look_up_call(
+        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+    ) -> CallLookup:
+        """The call's proposal, or what a new proposal for it must check first; read on
+        its own (one statement, no transaction: none of it is locked, so a transaction
+        at read committed would see no more)."""
         ...
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]: ...

@@ -30,6 +30,7 @@ from writegate.approval.models import (
     Token,
     TokenStatus,
 )
+from writegate.approval.store import CallLookup
 from writegate.checkpoints import ledger_sql as sql
 from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool
@@ -81,6 +82,32 @@ def _execution(row: DictRow | None) -> Execution | None:
     if row is None or row["execution_id"] is None:
         return None
     return Execution(**{**row, "status": ExecutionStatus(row["status"])})
+
+
+def _lookup_params(
+    tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str, now: datetime | None
+) -> dict[str, Any]:
+    return {
+        "tenant_id": tenant_id,
+        "thread_id": thread_id,
+        "tool_call_id": tool_call_id,
+        "fingerprint": fingerprint,
+        "now": now,  # None: the statement's own now()
+    }
+
+
+def _call_lookup(row: DictRow | None, params: dict[str, Any]) -> CallLookup:
+    """`LOOK_UP_CALL_SQL`'s one row, split into its proposal and its execution."""
+    assert row is not None  # the query always answers one row
+    now = params["now"] or row.pop("tx_now")
+    row.pop("tx_now", None)
+    prefix = sql.EXECUTION_PREFIX
+    running = {k[len(prefix) :]: row.pop(k) for k in list(row) if k.startswith(prefix)}
+    same_call = row.pop("same_call")
+    proposal = _proposal(row)
+    if same_call:
+        return CallLookup(proposal, now=now)
+    return CallLookup(None, running=_execution(running), open_one=proposal, now=now)
 
 
 class PgLedgerTx:
@@ -220,18 +247,14 @@ class PgLedgerTx:
             )[0]
         )
 
-    def find_open(
-        self, tenant_id: str, thread_id: str, fingerprint: str
-    ) -> tuple[Execution | None, Proposal | None]:
-        # propose's first read: both lookups in one flight, bringing now() along; with no
-        # clock read yet, the open-proposal lookup uses the statement's own now().
-        execution, proposal = self._first_read(
-            sql.SELECT_OPEN_EXECUTION_SQL,
-            sql.SELECT_OPEN_EXECUTION_NOW_SQL,
-            (tenant_id, fingerprint),
-            (sql.SELECT_OPEN_PROPOSAL_SQL, (thread_id, fingerprint, self._peek_now())),
-        )
-        return _execution(execution), _proposal(proposal)
+    def look_up_call(
+        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+    ) -> CallLookup:
+        params = _lookup_params(tenant_id, thread_id, tool_call_id, fingerprint, self._peek_now())
+        found = _call_lookup(self._one(sql.LOOK_UP_CALL_SQL, params), params)
+        if self._clock is None and self._now is None:
+            self._now = found.now  # the transaction's now(), brought along
+        return found
 
     def _peek_now(self) -> datetime | None:
         """The clock, if it is known without a round trip; else None (SQL's now())."""
@@ -430,10 +453,13 @@ class PgLedgerStore:
                     tx.rollback()
                 raise
 
-    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
-        with outage_mapped(), _guards_mapped(), self.pool.connection() as conn:
-            row = conn.execute(sql.SELECT_PROPOSAL_BY_CALL_SQL, (thread_id, tool_call_id))
-            return _proposal(row.fetchone())
+    def look_up_call(
+        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+    ) -> CallLookup:
+        now = self.clock() if self.clock is not None else None
+        params = _lookup_params(tenant_id, thread_id, tool_call_id, fingerprint, now)
+        with outage_mapped(), self.pool.connection() as conn:
+            return _call_lookup(conn.execute(sql.LOOK_UP_CALL_SQL, params).fetchone(), params)
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         params = {

@@ -45,13 +45,6 @@ SELECT now() AS tx_now, p.* FROM (SELECT 1) AS one
 LEFT JOIN (SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
            WHERE thread_id = %s AND tool_call_id = %s) AS p ON true"""
 
-SELECT_OPEN_PROPOSAL_SQL = f"""
-SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
-WHERE thread_id = %s AND fingerprint = %s
-  AND status IN ({PENDING_SQL})
-  AND expires_at > COALESCE(%s::timestamptz, now())
-ORDER BY created_at DESC LIMIT 1"""
-
 TRANSITION_PROPOSAL_SQL = """
 UPDATE wg_proposals
 SET status = %(new)s,
@@ -131,15 +124,35 @@ SELECT_EXECUTION_OF_PROPOSAL_KEY_SQL = (
     + "request_key = (SELECT request_key FROM wg_proposals WHERE proposal_id = %s)"
 )
 
-SELECT_OPEN_EXECUTION_SQL = f"""
-SELECT {EXECUTION_COLUMNS} FROM wg_executions
-WHERE tenant_id = %s AND fingerprint = %s
-  AND status IN ({OPEN_EXECUTION_SQL})
-LIMIT 1"""
-
-SELECT_OPEN_EXECUTION_NOW_SQL = f"""
-SELECT now() AS tx_now, e.* FROM (SELECT 1) AS one
-LEFT JOIN ({SELECT_OPEN_EXECUTION_SQL}) AS e ON true"""
+# propose's one read before it writes: the call's own proposal if it has one (a re-run);
+# else the thread's open proposal for the same request and the request's open
+# execution. The execution's columns come prefixed, apart from the proposal's.
+EXECUTION_PREFIX = "x_"
+LOOK_UP_CALL_SQL = f"""
+SELECT now() AS tx_now, c.*, e.*
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    (SELECT true AS same_call, {PROPOSAL_COLUMNS} FROM wg_proposals
+     WHERE thread_id = %(thread_id)s AND tool_call_id = %(tool_call_id)s)
+    UNION ALL
+    (SELECT false, {PROPOSAL_COLUMNS} FROM wg_proposals
+     WHERE thread_id = %(thread_id)s AND fingerprint = %(fingerprint)s
+       AND status IN ({PENDING_SQL})
+       AND expires_at > COALESCE(%(now)s::timestamptz, now())
+     ORDER BY created_at DESC LIMIT 1)
+    ORDER BY same_call DESC LIMIT 1
+) AS c ON true
+LEFT JOIN LATERAL (
+    SELECT {
+    ", ".join(
+        f"{col.strip()} AS {EXECUTION_PREFIX}{col.strip()}" for col in EXECUTION_COLUMNS.split(",")
+    )
+}
+    FROM wg_executions
+    WHERE tenant_id = %(tenant_id)s AND fingerprint = %(fingerprint)s
+      AND status IN ({OPEN_EXECUTION_SQL})
+    LIMIT 1
+) AS e ON c.same_call IS NOT TRUE"""
 
 # `now` may be null: the transaction's own now(), which RETURNING then reports.
 TRANSITION_EXECUTION_SQL = f"""

@@ -25,6 +25,7 @@ from writegate.approval.models import (
     Token,
     TokenStatus,
 )
+from writegate.approval.store import CallLookup
 
 # An execution whose outcome is not final: the same request may not be proposed again.
 UNSETTLED = (
@@ -257,12 +258,16 @@ class MemoryLedgerTx:
         self.s.executions[execution_id] = updated
         return updated
 
-    def find_open(
-        self, tenant_id: str, thread_id: str, fingerprint: str
-    ) -> tuple[Execution | None, Proposal | None]:
-        return (
-            self._open_execution(tenant_id, fingerprint),
-            self._open_proposal(thread_id, fingerprint),
+    def look_up_call(
+        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+    ) -> CallLookup:
+        same_call = self.find_proposal_by_call(thread_id, tool_call_id)
+        if same_call is not None:
+            return CallLookup(same_call)
+        return CallLookup(
+            None,
+            running=self._open_execution(tenant_id, fingerprint),
+            open_one=self._open_proposal(thread_id, fingerprint),
         )
 
     def _open_execution(self, tenant_id: str, fingerprint: str) -> Execution | None:
@@ -303,10 +308,12 @@ class MemoryLedgerStore:
                     self.conn.__dict__.update(saved_conn.__dict__)
                 raise
 
-    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
+    def look_up_call(
+        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+    ) -> CallLookup:
         with self._lock:
-            return MemoryLedgerTx(self.state, self.clock, self.conn).find_proposal_by_call(
-                thread_id, tool_call_id
+            return MemoryLedgerTx(self.state, self.clock, self.conn).look_up_call(
+                tenant_id, thread_id, tool_call_id, fingerprint
             )
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:

@@ -12,6 +12,7 @@ from writegate.approval.decisions import Cancel, Confirm, Decline, Edit, parse_d
 from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.models import ExecutionStatus, Identity, ProposalStatus
 from writegate.approval.service import ApprovalService, Confirmation, Ended, Policy
+from writegate.approval.store import CallLookup
 from writegate.checkpoints.memory import MemoryLedgerStore
 
 ALICE = Identity("alice", "t1")
@@ -289,8 +290,8 @@ class _LookupMisses(MemoryLedgerStore):
     """A store whose read before the transaction saw no proposal for the call: a twin
     inserted one between that read and the transaction."""
 
-    def find_proposal_by_call(self, thread_id: str, tool_call_id: str):  # type: ignore[no-untyped-def]
-        return None
+    def look_up_call(self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str):  # type: ignore[no-untyped-def]
+        return CallLookup(None)
 
 
 def test_a_twin_inserted_after_the_lookup_by_another_user_is_not_handed_over():
