@@ -52,15 +52,15 @@ def parse_decision(
     *,
     asked_proposal_id: str,
     presented: Callable[[], bool],
-    arg_schema: Mapping[str, Any] | None = None,
+    arg_schema: Callable[[], Mapping[str, Any]] | None = None,
 ) -> Confirm | Decline | Cancel | Edit:
     """Parse a resume value for the proposal that was asked about.
 
     A decision naming another proposal is refused: a stale or misrouted resume must
     never answer a different pending question. A decision naming no proposal (the
     LangChain shape) counts only if `presented()` says its question reached a client
-    before the answer came; `arg_schema` (the tool's JSON schema) reads that shape's
-    edit form strings.
+    before the answer came; `arg_schema` gives the tool's JSON schema (called only for
+    an edit in that shape), which reads its form strings.
     """
     if not isinstance(value, dict):
         raise InvalidDecision(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,9 @@ def _named_proposal(value: Mapping[str, Any], item: Mapping[str, Any], asked: st
 
 
 def from_hitl(
-    value: Mapping[str, Any], asked_proposal_id: str, arg_schema: Mapping[str, Any] | None = None
+    value: Mapping[str, Any],
+    asked_proposal_id: str,
+    arg_schema: Callable[[], Mapping[str, Any]] | None = None,
 ) -> HitlAnswer:
     decisions = value.get("decisions")
     if not isinstance(decisions, list) or len(decisions) != 1:
@@ -70,7 +72,7 @@ def from_hitl(
         edited = item.get("edited_action") or {}
         args = edited.get("args") if isinstance(edited, dict) else None
         if isinstance(args, dict) and arg_schema is not None:
-            args = form_args(args, arg_schema)
+            args = form_args(args, arg_schema())
         event = {"action": "edit", "proposal_id": pid, "args": args}
     else:
         raise InvalidDecision(

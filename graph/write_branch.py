@@ -116,7 +116,7 @@ class WriteBranch:
                     answer,
                     asked_proposal_id=proposal.proposal_id,
                     presented=partial(self.rt.presented.was_presented, *question),
-                    arg_schema=self.rt.registry.get(proposal.operation).json_schema(),
+                    arg_schema=self.rt.registry.get(proposal.operation).json_schema,
                 )
                 if isinstance(decision, Confirm):
                     # Decide and execute in one transaction; None: the plain path did

@@ -26,7 +26,9 @@ def _edit(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse(value: Any, *, shown: bool = True) -> Any:
-    return parse_decision(value, asked_proposal_id="p1", presented=lambda: shown, arg_schema=SCHEMA)
+    return parse_decision(
+        value, asked_proposal_id="p1", presented=lambda: shown, arg_schema=lambda: SCHEMA
+    )
 
 
 @pytest.mark.parametrize(
