@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from writegate.approval.canonical import digest
+from writegate.approval.canonical import DIGEST_SCHEME, digest
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import AuditRecord, Execution, Identity, Proposal
 
@@ -42,6 +42,12 @@ def call_audit(
     proposal: Proposal | None = None,
     **digests: str | None,
 ) -> AuditRecord:
+    """One call's audit row. A proposal's own arguments are hashed already: a
+    proposal's digest under the current scheme is theirs, and is not computed again."""
+    if proposal is not None and args is proposal.args and proposal.digest_scheme == DIGEST_SCHEME:
+        arguments_hash: str | None = proposal.args_digest
+    else:
+        arguments_hash = safe_digest(args)
     return AuditRecord(
         tenant_id=identity.tenant_id,
         user_id=identity.user_id,
@@ -49,7 +55,7 @@ def call_audit(
         tool_name=tool_name,
         event=event,
         arguments=args,
-        arguments_hash=safe_digest(args),
+        arguments_hash=arguments_hash,
         status=status,
         result=result,
         error_code=error_code,

@@ -281,7 +281,7 @@ class ApprovalService:
                 thread_id,
                 spec.name,
                 "propose",
-                args,
+                stored.args,  # the arguments as stored, hashed once already
                 "awaiting_confirmation",
                 started,
                 proposal=stored,

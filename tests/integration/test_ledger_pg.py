@@ -19,6 +19,7 @@ from tests.integration.ledger_helpers import (
     refund_args,
 )
 from writegate.approval import errors
+from writegate.approval.canonical import digest
 from writegate.approval.decisions import Confirm, Edit
 from writegate.approval.execution import Executor
 from writegate.approval.models import Identity
@@ -326,3 +327,20 @@ def test_a_token_replaced_by_a_second_confirm_answers_with_the_one_run(rt):
             Identity("user_7", "tenant_hz"), first, proposal_id=proposal.proposal_id
         )
     assert provider_refunds(rt, order_id) == 1
+
+
+def test_every_audit_row_hashes_the_arguments_it_holds(rt):
+    """The audit's arguments hash is the digest of that row's own arguments, for the
+    proposal, the decision and the execution, on both the token and the one-transaction
+    confirm (a hash carried over from the proposal must still be the row's own)."""
+    token_way = propose_refund(rt, new_order(rt), amount=700)
+    Executor(rt.service).execute(ALICE, confirm(rt, token_way).token)
+    one_way = propose_refund(rt, new_order(rt), amount=800)
+    decision = Confirm(action="confirm", proposal_id=one_way.proposal_id)
+    assert rt.executor.confirm_and_execute(ALICE, decision, "refund_order") is not None
+    for proposal in (token_way, one_way):
+        rows = list(rt.store.audit_rows(ALICE.tenant_id, proposal_id=proposal.proposal_id))
+        assert [r["event"] for r in rows] == ["propose", "decide", "execute"]
+        for row in rows:
+            assert row["arguments"] == proposal.args
+            assert row["arguments_hash"] == digest(row["arguments"]) == proposal.args_digest
