@@ -27,6 +27,7 @@ from writegate.approval.errors import (
     AlreadyConsumed,
     IdempotencyConflict,
     InProgress,
+    InvalidTransition,
     NotFound,
     OutcomeUnknown,
     PolicyChanged,
@@ -158,18 +159,21 @@ class ApprovalService:
                 if found.same_call is not None:
                     proposal = self._same_call(identity, found.same_call, tool_call_id, fingerprint)
                 else:
-                    with self.store.transaction() as tx:
-                        proposal = self._propose_in(
-                            tx,
-                            identity,
-                            spec,
-                            thread_id,
-                            tool_call_id,
-                            args,
-                            fingerprint,
-                            found,
-                            started,
-                        )
+                    try:
+                        with self.store.transaction() as tx:
+                            proposal = self._propose_in(
+                                tx,
+                                identity,
+                                spec,
+                                thread_id,
+                                tool_call_id,
+                                args,
+                                fingerprint,
+                                found,
+                                started,
+                            )
+                    except InvalidTransition:
+                        proposal = self._twin(identity, thread_id, tool_call_id, fingerprint)
                 tracing.annotate(
                     proposal_id=proposal.proposal_id,
                     request_key=proposal.request_key,
@@ -181,6 +185,16 @@ class ApprovalService:
                     identity, thread_id, tool_name, "propose", raw_args, exc, started
                 )
                 raise
+
+    def _twin(
+        self, identity: Identity, thread_id: str, tool_call_id: str, fingerprint: str
+    ) -> Proposal:
+        """A concurrent twin of this node inserted the call's proposal first: the new
+        proposal's transaction wrote nothing, and the twin's proposal is the answer."""
+        twin = self.store.look_up_call(identity.tenant_id, thread_id, tool_call_id, fingerprint)
+        if twin.same_call is None:
+            raise InvalidTransition("the proposal's insert failed, and no twin took the call")
+        return self._same_call(identity, twin.same_call, tool_call_id, fingerprint)
 
     @staticmethod
     def _same_call(
@@ -216,7 +230,8 @@ class ApprovalService:
         started: float,
     ) -> Proposal:
         """A new proposal for the call, after `found`, the call's lookup. Should a
-        concurrent twin insert one meanwhile, the insert below finds it and returns it."""
+        concurrent twin insert one meanwhile, the insert fails this transaction
+        (`InvalidTransition`); nothing of it is written."""
         if found.same_call is not None:
             return self._same_call(identity, found.same_call, tool_call_id, fingerprint)
         running, open_one = found.running, found.open_one
@@ -268,27 +283,25 @@ class ApprovalService:
             tier=risk.tier.name,
             risk=risk.to_dict(),
         )
-        stored = tx.insert_proposal(proposal)
-        if stored is None:  # a concurrent twin of this node won the insert
-            twin = tx.find_proposal_by_call(thread_id, tool_call_id)
-            if twin is None:
-                raise IdempotencyConflict(tool_call_id=tool_call_id)
-            return self._same_call(identity, twin, tool_call_id, fingerprint)
-        tracing.remember(tx, stored.proposal_id)
+        # Sent with the audit row and the COMMIT. The call had no proposal when it was
+        # looked up; should a concurrent twin have inserted one since, the insert writes
+        # no row and the whole transaction fails (`InvalidTransition`, nothing written).
+        tx.expect_insert_proposal(proposal)
+        tracing.remember(tx, proposal.proposal_id)
         tx.insert_audit(
             call_audit(
                 identity,
                 thread_id,
                 spec.name,
                 "propose",
-                stored.args,  # the arguments as stored, hashed once already
+                proposal.args,  # hashed once already
                 "awaiting_confirmation",
                 started,
-                proposal=stored,
-                requested_digest=stored.args_digest,
+                proposal=proposal,
+                requested_digest=proposal.args_digest,
             )
         )
-        return stored
+        return proposal
 
     # -- decide -----------------------------------------------------------------------
 

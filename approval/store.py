@@ -37,7 +37,12 @@ class LedgerTx(Protocol):
         ...
 
     # proposals
-    def insert_proposal(self, proposal: Proposal) -> Proposal | None: ...
+    def expect_insert_proposal(self, proposal: Proposal) -> None:
+        """`insert_proposal` for a caller that looked the call up and found no proposal
+        (see `expect_transition_proposal`): should a twin have inserted one since, the
+        transaction fails with `InvalidTransition` and nothing commits."""
+        ...
+
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None: ...
     def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
         """The proposal, locked as `get_proposal(for_update=True)` locks it, and the

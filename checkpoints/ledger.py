@@ -207,9 +207,6 @@ class PgLedgerTx:
             self._now = row["now"]
         return self._now
 
-    def insert_proposal(self, proposal: Proposal) -> Proposal | None:
-        return _proposal(self._one(sql.INSERT_PROPOSAL_SQL, _params(proposal)))
-
     def _first_read(
         self, plain: str, with_now: str, params: Any, *more: tuple[str, Any]
     ) -> list[DictRow | None]:
@@ -352,6 +349,9 @@ class PgLedgerTx:
 
     def insert_execution(self, execution: Execution) -> bool:
         return self._one(sql.INSERT_EXECUTION_SQL, _params(execution)) is not None
+
+    def expect_insert_proposal(self, proposal: Proposal) -> None:
+        self._expect(sql.INSERT_PROPOSAL_SQL, _params(proposal), "the proposal's insert")
 
     def expect_insert_execution(self, execution: Execution) -> None:
         self._expect(sql.INSERT_EXECUTION_SQL, _params(execution), "the execution's claim")

@@ -26,7 +26,7 @@ VALUES (%(proposal_id)s, %(thread_id)s, %(tool_call_id)s, %(subject)s, %(tenant_
     %(tier)s, %(risk)s, %(second_approver)s, %(second_approved_at)s, %(revoked_by)s,
     %(revoked_at)s, %(digest_scheme)s)
 ON CONFLICT (thread_id, tool_call_id) DO NOTHING
-RETURNING {PROPOSAL_COLUMNS}"""
+RETURNING proposal_id"""
 
 SELECT_PROPOSAL_SQL = f"SELECT {PROPOSAL_COLUMNS} FROM wg_proposals WHERE proposal_id = %s"
 

@@ -58,7 +58,7 @@ class MemoryLedgerTx:
     def now(self) -> datetime:
         return self._now
 
-    def insert_proposal(self, proposal: Proposal) -> Proposal | None:
+    def _insert_proposal(self, proposal: Proposal) -> Proposal | None:
         if self.find_proposal_by_call(proposal.thread_id, proposal.tool_call_id):
             return None
         self.s.proposals[proposal.proposal_id] = proposal
@@ -180,6 +180,10 @@ class MemoryLedgerTx:
             return False
         self.s.tokens[token.token_hash] = replace(token, status=TokenStatus.REVOKED)
         return True
+
+    def expect_insert_proposal(self, proposal: Proposal) -> None:
+        if self._insert_proposal(proposal) is None:
+            raise InvalidTransition("the proposal's insert found its call taken")
 
     def expect_insert_execution(self, execution: Execution) -> None:
         if not self.insert_execution(execution):

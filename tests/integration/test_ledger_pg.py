@@ -6,7 +6,9 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import Any
 
+import psycopg
 import pytest
 
 from tests.integration.ledger_helpers import (
@@ -24,6 +26,8 @@ from writegate.approval.decisions import Confirm, Edit
 from writegate.approval.execution import Executor
 from writegate.approval.models import Identity
 from writegate.approval.service import ApprovalService, Policy
+from writegate.approval.store import CallLookup
+from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.migrate import setup_database
 from writegate.graph.runtime import Runtime
 
@@ -344,3 +348,47 @@ def test_every_audit_row_hashes_the_arguments_it_holds(rt):
         for row in rows:
             assert row["arguments"] == proposal.args
             assert row["arguments_hash"] == digest(row["arguments"]) == proposal.args_digest
+
+
+def test_propose_answers_exactly_the_proposal_it_stored(rt):
+    """What propose hands back (and the question is built from) is the stored row, field
+    for field: no value the database would store differently (a tuple, a naive time)."""
+    proposal = propose_refund(rt, new_order(rt), amount=900)
+    assert rt.service.get_proposal(ALICE, proposal.proposal_id) == proposal
+
+
+class _FirstLookupMisses(PgLedgerStore):
+    """A store whose first lookup saw no proposal for the call: a twin inserted it between
+    that read and the transaction."""
+
+    missed = False
+
+    def look_up_call(self, *args: Any) -> CallLookup:
+        if self.missed:
+            return super().look_up_call(*args)
+        self.missed = True
+        return CallLookup(None)
+
+
+def test_a_twin_that_inserted_first_is_the_answer_and_nothing_else_is_written(rt):
+    """The proposal's insert goes out unanswered with the audit row and the COMMIT; when
+    a twin took the call meanwhile, that transaction writes nothing (no second audit
+    row, the connection back idle) and propose answers the twin's proposal."""
+    first = propose_refund(rt, new_order(rt), amount=600, thread="th_twin")
+    late = ApprovalService(_FirstLookupMisses(rt.pool), rt.registry, rt.service.policy)
+    again = late.propose(
+        ALICE,
+        thread_id=first.thread_id,
+        tool_call_id=first.tool_call_id,
+        tool_name="refund_order",
+        raw_args=first.args,
+    )
+    assert again == first
+    rows = list(rt.store.audit_rows(ALICE.tenant_id, proposal_id=first.proposal_id))
+    assert [r["event"] for r in rows] == ["propose"]
+    with rt.pool.connection() as conn:
+        count = conn.execute(
+            "SELECT count(*) AS n FROM wg_proposals WHERE thread_id = %s", (first.thread_id,)
+        ).fetchone()
+        assert count is not None and count["n"] == 1
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

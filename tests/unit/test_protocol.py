@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -288,10 +289,25 @@ def test_an_escalated_or_retryable_write_cannot_be_proposed_again(world):
 
 class _LookupMisses(MemoryLedgerStore):
     """A store whose read before the transaction saw no proposal for the call: a twin
-    inserted one between that read and the transaction."""
+    inserted one between that read and the transaction. Once a transaction has failed,
+    the next read sees what is there."""
+
+    failed = False
+
+    @contextmanager
+    def transaction(self):  # type: ignore[no-untyped-def]
+        try:
+            with super().transaction() as tx:
+                yield tx
+        except errors.InvalidTransition:
+            self.failed = True
+            raise
 
     def look_up_call(self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str):  # type: ignore[no-untyped-def]
-        return CallLookup(None)
+        if not self.failed:
+            return CallLookup(None)
+        self.failed = False
+        return super().look_up_call(tenant_id, thread_id, tool_call_id, fingerprint)
 
 
 def test_a_twin_inserted_after_the_lookup_by_another_user_is_not_handed_over():
