@@ -149,6 +149,11 @@ class HeldConfirmTx:
         tombstone check): it leaves what is held held."""
         return self.tx.fetch_one(query, params)  # type: ignore[attr-defined]
 
+    def expect_no_row(self, query: str, params: dict[str, Any], what: str) -> None:
+        """A held check of rows that are neither the held proposal's nor a token's (the
+        tombstone check): it leaves what is held held."""
+        self.tx.expect_no_row(query, params, what)  # type: ignore[attr-defined]
+
     def get_execution(self, **where: Any) -> Execution | None:
         key = where.get("request_key")
         if set(where) == {"request_key"} and key in self.executions:

@@ -53,6 +53,13 @@ class TombstoneLookup(Protocol):
         """The tombstone for a purged token or request key, in `tx`; None if never purged."""
         ...
 
+    def refuse_later(self, tx: LedgerTx, *, request_key: str) -> None:
+        """Make `tx` fail (`InvalidTransition`) if `request_key` was ever purged, where it
+        can, at its next round trip instead of with a read of its own; else refuse at
+        once with the tombstone's refusal. For a caller that, on that failure, takes a
+        path that looks the tombstone up with `find_tombstone`."""
+        ...
+
 
 @dataclass(frozen=True)
 class RetentionPolicy:

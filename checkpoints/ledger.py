@@ -179,6 +179,16 @@ class PgLedgerTx:
             return
         self._held.append((sql.expect_one(query), {**params, "expect_what": what}))
 
+    def expect_no_row(self, query: str, params: dict[str, Any], what: str) -> None:
+        """A read the caller would refuse on if it found a row, held like a write: should
+        it find one, the server fails the transaction (WG001, `InvalidTransition` from
+        `PgLedgerStore.transaction`); nothing commits. PostgreSQL only, as `fetch_one`."""
+        if not self._owns:
+            if self._one(query, params) is not None:
+                raise _guard_failed(what)
+            return
+        self._held.append((sql.expect_none(query), {**params, "expect_what": what}))
+
     def fetch_one(self, query: str, params: Any = None) -> DictRow | None:
         """A read of rows no held write touches (e.g. `wg_tombstones`), sent with the held
         writes in one flight. Through `HeldConfirmTx` it writes nothing held there first."""

@@ -207,6 +207,14 @@ LIMIT 1"""
 EXPECTED_SQLSTATE = "WG001"
 
 
+@cache  # a read or two, wrapped on every confirm
+def expect_none(read: str) -> str:
+    """`read`, sent unanswered: the transaction fails (WG001) if it finds a row."""
+    return (
+        "SELECT wg_expect_rows((SELECT count(*) FROM (" + read + ") AS found), 0, %(expect_what)s)"
+    )
+
+
 @cache  # a handful of writes, each wrapped on every confirm
 def expect_one(write: str) -> str:
     return (

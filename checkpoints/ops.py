@@ -136,6 +136,15 @@ class PgTombstones:
             row = tx.conn.execute(query, (value,)).fetchone()
         return Tombstone(**row) if row is not None else None
 
+    def refuse_later(self, tx: LedgerTx, *, request_key: str) -> None:
+        expect_no_row = getattr(tx, "expect_no_row", None)
+        if expect_no_row is not None:
+            expect_no_row(sql.ANY_TOMBSTONE_OF_KEY_SQL, {"request_key": request_key}, "a purge")
+            return
+        stone = self.find_tombstone(tx, request_key=request_key)
+        if stone is not None:
+            raise stone.refusal()
+
 
 @dataclass(frozen=True)
 class PurgeReport:

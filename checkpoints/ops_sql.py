@@ -89,6 +89,7 @@ TOMBSTONE_COLUMNS = """request_key, token_hash, proposal_id, tenant_id, subject,
 
 FIND_TOMBSTONE_BY_TOKEN_SQL = f"SELECT {TOMBSTONE_COLUMNS} FROM wg_tombstones WHERE token_hash = %s"
 FIND_TOMBSTONE_BY_KEY_SQL = f"SELECT {TOMBSTONE_COLUMNS} FROM wg_tombstones WHERE request_key = %s"
+ANY_TOMBSTONE_OF_KEY_SQL = "SELECT 1 FROM wg_tombstones WHERE request_key = %(request_key)s"
 
 PICK_FINISHED_EXECUTIONS_SQL = """
 SELECT proposal_id FROM wg_executions

@@ -14,7 +14,7 @@ import pytest
 from tests.integration.ledger_helpers import ALICE, new_order, propose_refund
 from writegate.approval.audit import call_audit
 from writegate.approval.decisions import Confirm
-from writegate.approval.errors import InvalidTransition
+from writegate.approval.errors import InvalidTransition, RecordExpired
 from writegate.approval.models import AuditRecord, ProposalStatus
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.migrate import setup_database
@@ -165,3 +165,35 @@ def test_the_one_transaction_confirm_writes_the_proposal_and_token_rows_once(
         ).fetchall()
     assert {row["table_name"]: row["n"] for row in rows} == {"wg_proposals": 1}
     assert status_of(rt, proposal.proposal_id) == "executed"
+
+
+TOMBSTONE_SQL = """
+INSERT INTO wg_tombstones (request_key, token_hash, proposal_id, thread_id, tool_call_id,
+    tenant_id, subject, operation, fingerprint, execution_id, final_status, provider_ref,
+    completed_at, purged_at)
+VALUES (%(request_key)s, NULL, %(proposal_id)s, %(thread_id)s, %(tool_call_id)s,
+    %(tenant_id)s, %(subject)s, %(operation)s, %(fingerprint)s, 'exec_purged', 'succeeded',
+    're_purged', now(), now())"""
+
+
+def test_a_proposal_restored_past_its_purge_never_runs_in_one_transaction(rt: Runtime) -> None:
+    """A proposal row brought back (a restored backup) whose request was executed and
+    purged: its tombstone fails the one-transaction confirm at its held check, nothing of
+    that transaction commits, and the two-step path refuses with the tombstone's answer."""
+    proposal = propose_refund(rt, new_order(rt), amount=400)
+    with rt.pool.connection() as conn:
+        conn.execute(TOMBSTONE_SQL, proposal.__dict__)
+    decision = Confirm(action="confirm", proposal_id=proposal.proposal_id)
+    assert rt.executor.confirm_and_execute(ALICE, decision, "refund_order") is None
+    assert status_of(rt, proposal.proposal_id) == ProposalStatus.AWAITING.value
+    assert audit_count(rt, proposal.thread_id) == 1  # the propose row alone
+    confirmation = rt.service.decide(ALICE, decision)
+    with pytest.raises(RecordExpired):
+        rt.executor.execute(ALICE, confirmation.token)  # type: ignore[union-attr]
+    with rt.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM wg_executions WHERE request_key = %s",
+            (proposal.request_key,),
+        ).fetchone()
+        assert row is not None and row["n"] == 0
+    assert rt.provider.count_refunds(proposal.resource.split(":", 1)[1]) == 0  # type: ignore[attr-defined]
