@@ -140,6 +140,7 @@ class PgLedgerTx:
         self._owns = owns
         self._held: list[tuple[str, Any]] = [(_BEGIN, None)] if owns else []
         self._begun = not owns
+        self._cursor: Cursor[DictRow] | None = None
 
     @property
     def conn(self) -> Connection[DictRow]:
@@ -154,16 +155,25 @@ class PgLedgerTx:
             self._conn.execute(query, params)
 
     def _send(self, *queries: tuple[str, Any]) -> list[Cursor[DictRow]]:
-        """What is held, then `queries`, in one round trip; their cursors, answered."""
+        """What is held, then `queries`, in one round trip; their cursors, answered.
+
+        The held statements and the first query share the transaction's one cursor (a
+        cursor answers its last statement; every answer is read before the next
+        flight), so a statement costs no cursor of its own; further queries get theirs.
+        """
+        if self._cursor is None:
+            self._cursor = self._conn.cursor()
+        cursor = self._cursor
         if not self._held and len(queries) <= 1:
-            return [self._conn.execute(query, params) for query, params in queries]
+            return [cursor.execute(query, params) for query, params in queries]
         held, self._held = self._held, []
         if held and held[0][0] is _BEGIN:
             self._begun = True
         with self._conn.pipeline():  # one Sync at the end: one round trip for them all
             for held_query, held_params in held:
-                self._conn.execute(held_query, held_params, prepare=held_params is not None)
-            return [self._conn.execute(query, params) for query, params in queries]
+                cursor.execute(held_query, held_params, prepare=held_params is not None)
+            answered = [cursor.execute(*queries[0])] if queries else []
+            return answered + [self._conn.execute(query, params) for query, params in queries[1:]]
 
     def _one(self, query: str, params: Any = None) -> DictRow | None:
         (cursor,) = self._send((query, params))
