@@ -173,7 +173,14 @@ class ApprovalService:
                                 started,
                             )
                     except InvalidTransition:
-                        proposal = self._twin(identity, thread_id, tool_call_id, fingerprint)
+                        # A concurrent twin of this node inserted the call's proposal
+                        # first: this transaction wrote nothing; the twin's is the answer.
+                        twin = self.store.look_up_call(
+                            identity.tenant_id, thread_id, tool_call_id, fingerprint
+                        ).same_call
+                        if twin is None:
+                            raise  # not a twin: the failure as it was
+                        proposal = self._same_call(identity, twin, tool_call_id, fingerprint)
                 tracing.annotate(
                     proposal_id=proposal.proposal_id,
                     request_key=proposal.request_key,
@@ -185,16 +192,6 @@ class ApprovalService:
                     identity, thread_id, tool_name, "propose", raw_args, exc, started
                 )
                 raise
-
-    def _twin(
-        self, identity: Identity, thread_id: str, tool_call_id: str, fingerprint: str
-    ) -> Proposal:
-        """A concurrent twin of this node inserted the call's proposal first: the new
-        proposal's transaction wrote nothing, and the twin's proposal is the answer."""
-        twin = self.store.look_up_call(identity.tenant_id, thread_id, tool_call_id, fingerprint)
-        if twin.same_call is None:
-            raise InvalidTransition("the proposal's insert failed, and no twin took the call")
-        return self._same_call(identity, twin.same_call, tool_call_id, fingerprint)
 
     @staticmethod
     def _same_call(
