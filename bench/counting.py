@@ -27,23 +27,34 @@ from typing import Any
 from psycopg import Connection, Cursor, Pipeline, Transaction
 from psycopg.rows import DictRow
 
-# First match wins; the group is the table family a statement touches.
+# First match wins; the group is the table family a statement touches (a ledger table
+# may name a checkpoint: wg_presented's checkpoint_ns).
 _GROUPS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("checkpointer", re.compile(r"\bcheckpoint", re.I)),
     ("ledger", re.compile(r"\bwg_|^\s*select now\(\) as now\s*$", re.I)),
+    ("checkpointer", re.compile(r"\bcheckpoint", re.I)),
     ("provider", re.compile(r"\bprovider\.", re.I)),
     ("domain", re.compile(r"\b(orders|refunds|tickets)\b", re.I)),
 )
-_WRITES = re.compile(r"^\s*(insert|update|delete|merge)\b|\bfor (no key )?update\b", re.I)
+# A write anywhere in the statement: data-modifying CTEs (`WITH written AS (INSERT ...)`)
+# write as a plain INSERT does.
+_WRITES = re.compile(
+    r"^\s*(insert|update|delete|merge)\b|\b(insert\s+into|delete\s+from|merge\s+into)\b"
+    r"|\bupdate\s+[\w.]+\s+set\b|\bfor (no key )?update\b",
+    re.I,
+)
+# A transaction that relaxes its own commit (`SET LOCAL synchronous_commit TO off`, or
+# `set_config('synchronous_commit', 'off', true)`) does not wait for the disk.
+_RELAXED = re.compile(r"synchronous_commit'?\s*(,|to|=)\s*'?off\b", re.I)
 
 
-def classify(query: Any) -> tuple[str, bool]:
-    """(group, writes) for one statement; the empty query is the pool's health check."""
+def classify(query: Any) -> tuple[str, bool, bool]:
+    """(group, writes, relaxed) for one statement; the empty query is the pool's health
+    check; `relaxed`: it turns off waiting for the disk at its transaction's commit."""
     text = query if isinstance(query, str) else str(query)
     if not text.strip():
-        return "pool_check", False
+        return "pool_check", False, False
     group = next((name for name, pattern in _GROUPS if pattern.search(text)), "other")
-    return group, bool(_WRITES.search(text))
+    return group, bool(_WRITES.search(text)), bool(_RELAXED.search(text))
 
 
 @dataclass
@@ -51,6 +62,7 @@ class _Block:
     explicit: bool
     groups: set[str] = field(default_factory=set)
     writes: bool = False
+    relaxed: bool = False
 
 
 class Tally:
@@ -72,15 +84,18 @@ class Tally:
         with self._lock:
             self.round_trips += n
 
-    def transaction(self, groups: Iterable[str], writes: bool) -> None:
-        """One committed transaction, named by its main group and whether it wrote."""
+    def transaction(self, groups: Iterable[str], writes: bool, relaxed: bool = False) -> None:
+        """One committed transaction, named by its main group and whether it wrote:
+        `write` for a durable commit, `async_write` for one that did not wait for the
+        disk, `read` for none."""
         found = set(groups)
         main = next(
             (g for g in ("ledger", "checkpointer", "provider", "domain") if g in found),
             "pool_check" if found == {"pool_check"} else "other",
         )
         with self._lock:
-            self.transactions[f"{main}:{'write' if writes else 'read'}"] += 1
+            kind = ("async_write" if relaxed else "write") if writes else "read"
+            self.transactions[f"{main}:{kind}"] += 1
 
     def connected(self) -> None:
         with self._lock:
@@ -134,13 +149,14 @@ class CountingCursor(Cursor[DictRow]):
         if control is not None:  # a transaction the caller sends itself
             conn.control(control.group(1).lower())
             return
-        group, writes = classify(text)
+        group, writes, relaxed = classify(text)
         conn.tally.statement(group, n)
         if conn.block is not None:
             conn.block.groups.add(group)
             conn.block.writes |= writes
+            conn.block.relaxed |= relaxed
             return
-        conn.tally.transaction([group], writes)  # an autocommit statement commits alone
+        conn.tally.transaction([group], writes, relaxed)  # an autocommit statement alone
         if n == 1:  # executemany pipelines its prepare with its rows
             # psycopg's prepared-statement key: the query and its parameter types.
             values = params.values() if isinstance(params, dict) else params or ()
@@ -183,7 +199,7 @@ class CountingConnection(Connection[DictRow]):
             return
         block, self.block = self.block, None
         if command == "commit" and block is not None:
-            self.tally.transaction(block.groups or {"other"}, block.writes)
+            self.tally.transaction(block.groups or {"other"}, block.writes, block.relaxed)
 
     @contextmanager
     def _counted_block(self, *, commits: bool = True) -> Iterator[None]:
@@ -201,7 +217,7 @@ class CountingConnection(Connection[DictRow]):
             self.block = None
             self.tally.trips(2)
             if committed and commits:
-                self.tally.transaction(block.groups or {"other"}, block.writes)
+                self.tally.transaction(block.groups or {"other"}, block.writes, block.relaxed)
 
     @contextmanager
     def transaction(
@@ -238,7 +254,7 @@ class CountingConnection(Connection[DictRow]):
             if implicit and block is not None and not block.explicit:
                 self.block = None
                 if committed and block.groups:
-                    self.tally.transaction(block.groups, block.writes)
+                    self.tally.transaction(block.groups, block.writes, block.relaxed)
 
 
 def counting_connection_class(tally: Tally) -> type[CountingConnection]:
