@@ -330,16 +330,16 @@ class Executor:
                 proposal_id=proposal.proposal_id, expired_at=token.expires_at.isoformat()
             )
         spec = self.service.spec_for(proposal.operation)
-        if self.tombstones is not None and held is not None:
-            # Rows restored past a purge must not run the operation again. Here a purge
-            # fails the whole transaction at its next round trip, and the two-step path
-            # this confirm then takes refuses with the tombstone's own answer.
-            self.tombstones.refuse_later(tx, request_key=token.request_key)
-        elif self.tombstones is not None:
+        if self.tombstones is not None:
             # Rows restored or replayed past a purge must not run the operation again.
-            stone = self.tombstones.find_tombstone(tx, request_key=token.request_key)
-            if stone is not None:
-                raise stone.refusal()
+            if held is not None:
+                # A purge fails this one-transaction confirm at its next round trip; the
+                # two-step path it then takes refuses with the tombstone's own answer.
+                self.tombstones.refuse_later(tx, request_key=token.request_key)
+            else:
+                stone = self.tombstones.find_tombstone(tx, request_key=token.request_key)
+                if stone is not None:
+                    raise stone.refusal()
         existing = tx.get_execution(request_key=token.request_key)
         if existing is not None:
             if existing.fingerprint != proposal.fingerprint:

@@ -49,7 +49,6 @@ class LedgerTx(Protocol):
         execution of its request key, read once that lock is held; one round trip."""
         ...
 
-    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None: ...
     def transition_proposal(
         self,
         proposal_id: str,

@@ -99,8 +99,8 @@ def _lookup_params(
 def _call_lookup(row: DictRow | None, params: dict[str, Any]) -> CallLookup:
     """`LOOK_UP_CALL_SQL`'s one row, split into its proposal and its execution."""
     assert row is not None  # the query always answers one row
-    now = params["now"] or row.pop("tx_now")
-    row.pop("tx_now", None)
+    tx_now = row.pop("tx_now")
+    now = params["now"] or tx_now
     prefix = sql.EXECUTION_PREFIX
     running = {k[len(prefix) :]: row.pop(k) for k in list(row) if k.startswith(prefix)}
     same_call = row.pop("same_call")
@@ -255,14 +255,6 @@ class PgLedgerTx:
             (sql.SELECT_EXECUTION_OF_PROPOSAL_KEY_SQL, (proposal_id,)),
         )
         return _proposal(proposal), _execution(execution)
-
-    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
-        params = (thread_id, tool_call_id)
-        return _proposal(
-            self._first_read(
-                sql.SELECT_PROPOSAL_BY_CALL_SQL, sql.SELECT_PROPOSAL_BY_CALL_NOW_SQL, params
-            )[0]
-        )
 
     def look_up_call(
         self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str

@@ -30,20 +30,11 @@ RETURNING proposal_id"""
 
 SELECT_PROPOSAL_SQL = f"SELECT {PROPOSAL_COLUMNS} FROM wg_proposals WHERE proposal_id = %s"
 
-SELECT_PROPOSAL_BY_CALL_SQL = f"""
-SELECT {PROPOSAL_COLUMNS} FROM wg_proposals WHERE thread_id = %s AND tool_call_id = %s"""
-
-# The same two reads with the transaction's clock beside the row: now() is the start of
-# the transaction whichever statement reads it, so the first read of a transaction
-# brings it along instead of a `SELECT now()` of its own. The call's read always
-# returns one row (all proposal columns null when there is none).
+# The same read with the transaction's clock beside the row: now() is the start of the
+# transaction whichever statement reads it, so the first read of a transaction brings it
+# along instead of a `SELECT now()` of its own.
 SELECT_PROPOSAL_NOW_SQL = f"""
 SELECT now() AS tx_now, {PROPOSAL_COLUMNS} FROM wg_proposals WHERE proposal_id = %s"""
-
-SELECT_PROPOSAL_BY_CALL_NOW_SQL = f"""
-SELECT now() AS tx_now, p.* FROM (SELECT 1) AS one
-LEFT JOIN (SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
-           WHERE thread_id = %s AND tool_call_id = %s) AS p ON true"""
 
 TRANSITION_PROPOSAL_SQL = """
 UPDATE wg_proposals
@@ -128,6 +119,10 @@ SELECT_EXECUTION_OF_PROPOSAL_KEY_SQL = (
 # else the thread's open proposal for the same request and the request's open
 # execution. The execution's columns come prefixed, apart from the proposal's.
 EXECUTION_PREFIX = "x_"
+_PREFIXED_EXECUTION_COLUMNS = ", ".join(
+    f"{column.strip()} AS {EXECUTION_PREFIX}{column.strip()}"
+    for column in EXECUTION_COLUMNS.split(",")
+)
 LOOK_UP_CALL_SQL = f"""
 SELECT now() AS tx_now, c.*, e.*
 FROM (SELECT 1) AS one
@@ -143,12 +138,7 @@ LEFT JOIN LATERAL (
     ORDER BY same_call DESC LIMIT 1
 ) AS c ON true
 LEFT JOIN LATERAL (
-    SELECT {
-    ", ".join(
-        f"{col.strip()} AS {EXECUTION_PREFIX}{col.strip()}" for col in EXECUTION_COLUMNS.split(",")
-    )
-}
-    FROM wg_executions
+    SELECT {_PREFIXED_EXECUTION_COLUMNS} FROM wg_executions
     WHERE tenant_id = %(tenant_id)s AND fingerprint = %(fingerprint)s
       AND status IN ({OPEN_EXECUTION_SQL})
     LIMIT 1

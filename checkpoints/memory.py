@@ -59,7 +59,7 @@ class MemoryLedgerTx:
         return self._now
 
     def _insert_proposal(self, proposal: Proposal) -> Proposal | None:
-        if self.find_proposal_by_call(proposal.thread_id, proposal.tool_call_id):
+        if self._proposal_by_call(proposal.thread_id, proposal.tool_call_id):
             return None
         self.s.proposals[proposal.proposal_id] = proposal
         return proposal
@@ -73,7 +73,7 @@ class MemoryLedgerTx:
             return None, None
         return proposal, self.get_execution(request_key=proposal.request_key)
 
-    def find_proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
+    def _proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
         return next(
             (
                 p
@@ -265,7 +265,7 @@ class MemoryLedgerTx:
     def look_up_call(
         self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
     ) -> CallLookup:
-        same_call = self.find_proposal_by_call(thread_id, tool_call_id)
+        same_call = self._proposal_by_call(thread_id, tool_call_id)
         if same_call is not None:
             return CallLookup(same_call)
         return CallLookup(
