@@ -36,8 +36,8 @@ from writegate.graph.runtime import Runtime
 from writegate.surfaces.web.amounts import minor_units
 from writegate.surfaces.web.errors import Refused, error_body, status_for
 from writegate.surfaces.web.inputs import EditIn
-from writegate.surfaces.web.runner import Runner
-from writegate.surfaces.web.schemas import ApprovalView, DecisionResult, MessageView
+from writegate.surfaces.web.runner import Questions, Runner, questions_in, stalled_in
+from writegate.surfaces.web.schemas import DecisionResult, MessageView
 from writegate.surfaces.web.views import approval_view, proposal_row, receipt_view
 
 _SAME_END = {(ProposalStatus.DECLINED, "decline"), (ProposalStatus.CANCELLED, "cancel")}
@@ -102,16 +102,22 @@ class Decisions:
                 return settled
             held = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s)
         try:
-            if self.runner.stalled(config):  # a replica died mid-run: finish its steps
+            state = self.runner.state(config)
+            if stalled_in(state):  # a replica died mid-run: finish its steps
                 messages += _messages(self.runner.events(None, identity, config))
-            question = self.runner.questions(config).get(pid)
+                state = self.runner.state(config)
+            questions = questions_in(state)
+            question = questions.get(pid)
             if question is not None:
                 resume: Command[Any] = Command(resume={question[0]: value})
                 messages += _messages(self.runner.events(resume, identity, config))
-                asked_again = self.runner.questions(config).get(pid)
+                questions = self.runner.questions(config)
+                asked_again = questions.get(pid)
                 if asked_again is not None and asked_again[1].get("error"):
                     self._refuse_answer(identity, asked_again[1])
-            return self._answer(identity, value, edited, messages, replayed=question is None)
+            return self._answer(
+                identity, value, edited, messages, questions, replayed=question is None
+            )
         finally:
             held.release()
 
@@ -129,9 +135,11 @@ class Decisions:
         """
         config = self.runner.config(identity, thread_id)
         with self.store.thread_lock(thread_id, wait_s=self.lock_wait_s, shared=True):
-            if self.runner.stalled(config) or value["proposal_id"] in self.runner.questions(config):
+            state = self.runner.state(config)  # read once: it cannot change under the lock
+            questions = questions_in(state)
+            if stalled_in(state) or value["proposal_id"] in questions:
                 return None
-            return self._answer(identity, value, edited, [], replayed=True)
+            return self._answer(identity, value, edited, [], questions, replayed=True)
 
     def _refuse_answer(self, identity: Identity, question: dict[str, Any]) -> None:
         """The graph refused the answer and asks again: say why, with the question."""
@@ -145,14 +153,16 @@ class Decisions:
         value: dict[str, Any],
         edited: str | None,
         messages: list[MessageView],
+        questions: Questions,
         *,
         replayed: bool,
     ) -> DecisionResult:
-        """What the ledger says now about this proposal, for this action."""
+        """What the ledger says now about this proposal, for this action; `questions`: its
+        thread's open questions, as the caller last read them under the thread's lock."""
         pid, action = value["proposal_id"], value["action"]
         proposal, execution = self.rt.service.proposal_and_execution(identity, pid)
         now = self.store.now()
-        question = self.runner.questions(self.runner.config(identity, proposal.thread_id)).get(pid)
+        question = questions.get(pid)
         view = approval_view(
             proposal_row(proposal),
             now,
@@ -161,9 +171,10 @@ class Decisions:
         )
 
         def result(outcome: str, **extra: Any) -> DecisionResult:
-            pending = [
-                a for a in self.runner.thread_approvals(identity, proposal.thread_id) if a.pending
-            ]
+            approvals = self.runner.thread_approvals(
+                identity, proposal.thread_id, questions=questions, now=now
+            )
+            pending = [a for a in approvals if a.pending]
             return DecisionResult(
                 proposal_id=pid,
                 action=action,
@@ -202,18 +213,15 @@ class Decisions:
             successor = self.rt.service.get_proposal(identity, proposal.superseded_by)
             if successor.args_digest != edited:
                 raise Refused(ProposalSuperseded(proposal_id=pid), view)
-            return result("edited", next_approval=self._view(identity, successor))
+            asked = questions.get(successor.proposal_id)  # the same thread's
+            next_view = approval_view(
+                proposal_row(successor), now, question=asked[1] if asked else None
+            )
+            return result("edited", next_approval=next_view)
         if (status, action) in _SAME_END:
             return result(status.value)
         ended = proposal_error(status, pid)
         raise Refused(ended or ProposalNotPending(proposal_id=pid, state=status.value), view)
-
-    def _view(self, identity: Identity, proposal: Any) -> ApprovalView:
-        config = self.runner.config(identity, proposal.thread_id)
-        question = self.runner.questions(config).get(proposal.proposal_id)
-        return approval_view(
-            proposal_row(proposal), self.store.now(), question=question[1] if question else None
-        )
 
 
 def _messages(events: Any) -> list[MessageView]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import StateSnapshot
 
 from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import Identity
@@ -26,6 +27,7 @@ from writegate.surfaces.web.schemas import ApprovalView, MessageView
 from writegate.surfaces.web.views import approval_view, message_view, proposal_row
 
 RunEvent = tuple[str, Any]
+Questions = dict[str, tuple[str, dict[str, Any]]]  # proposal id -> (interrupt id, value)
 
 
 @dataclass
@@ -38,6 +40,21 @@ class Preparation:
 
 def _expires(value: dict[str, Any]) -> datetime:
     return datetime.fromisoformat(str(value["expires_at"]))
+
+
+def questions_in(state: StateSnapshot) -> Questions:
+    """The open questions of a checkpoint: interrupts whose value names a proposal."""
+    found: Questions = {}
+    for intr in state.interrupts:
+        value = intr.value
+        if isinstance(value, dict) and isinstance(value.get("proposal_id"), str):
+            found[value["proposal_id"]] = (intr.id, value)
+    return found
+
+
+def stalled_in(state: StateSnapshot) -> bool:
+    """A run that stopped between steps (its process died) with no question open."""
+    return bool(state.next) and not state.interrupts
 
 
 class Runner:
@@ -57,20 +74,19 @@ class Runner:
             }
         }
 
-    def questions(self, config: RunnableConfig) -> dict[str, tuple[str, dict[str, Any]]]:
+    def state(self, config: RunnableConfig) -> StateSnapshot:
+        """The thread's checkpoint, read once: a caller that needs both its questions and
+        whether it stalled reads it through `questions_in` and `stalled_in`."""
+        state: StateSnapshot = self.graph.get_state(config)
+        return state
+
+    def questions(self, config: RunnableConfig) -> Questions:
         """proposal id -> (interrupt id, interrupt value) for the thread's open questions."""
-        state = self.graph.get_state(config)
-        found: dict[str, tuple[str, dict[str, Any]]] = {}
-        for intr in state.interrupts:
-            value = intr.value
-            if isinstance(value, dict) and isinstance(value.get("proposal_id"), str):
-                found[value["proposal_id"]] = (intr.id, value)
-        return found
+        return questions_in(self.state(config))
 
     def stalled(self, config: RunnableConfig) -> bool:
         """A run that stopped between steps (its process died) with no question open."""
-        state = self.graph.get_state(config)
-        return bool(state.next) and not state.interrupts
+        return stalled_in(self.state(config))
 
     def prepare(self, identity: Identity, config: RunnableConfig) -> Preparation:
         """Refuse new input while a live question waits; close the expired ones first.
@@ -114,12 +130,21 @@ class Runner:
         proposal = self.rt.service.get_proposal(identity, value["proposal_id"])
         return approval_view(proposal_row(proposal), self.store.now(), question=value)
 
-    def thread_approvals(self, identity: Identity, thread_id: str) -> list[ApprovalView]:
-        """Every proposal of the thread, oldest first, marked pending where a question is open."""
+    def thread_approvals(
+        self,
+        identity: Identity,
+        thread_id: str,
+        *,
+        questions: Questions | None = None,
+        now: datetime | None = None,
+    ) -> list[ApprovalView]:
+        """Every proposal of the thread, oldest first, marked pending where a question is
+        open. `questions` and `now`: as the caller just read them, not read again."""
         rows = self.store.thread_proposals(identity, thread_id)
-        questions = self.questions(self.config(identity, thread_id)) if rows else {}
+        if questions is None:
+            questions = self.questions(self.config(identity, thread_id)) if rows else {}
         executions = self.store.execution_ids([row["proposal_id"] for row in rows])
-        now = self.store.now()
+        now = self.store.now() if now is None else now
         return [
             approval_view(
                 row,

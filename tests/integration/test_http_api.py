@@ -149,6 +149,28 @@ def test_a_second_confirm_answers_with_the_first_receipt(
     assert provider_refunds(url, order) == 1
 
 
+def test_a_later_click_reads_its_threads_checkpoint_once(
+    client: TestClient, url: str, alice: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A click on an approval that already ran answers from one read of the thread's
+    checkpoint: its questions, whether a run stalled, and the pending list all come
+    from that one read (a storm of such clicks spends its time here)."""
+    _, pid = propose_refund(client, alice, new_order(url))
+    assert decide(client, alice, pid, "runs")[0] == 200
+    runner = client.app.state.wg.runner  # type: ignore[attr-defined]
+    reads: list[str] = []
+    read_state = runner.state
+
+    def counted(config: Any) -> Any:
+        reads.append(config["configurable"]["thread_id"])
+        return read_state(config)
+
+    monkeypatch.setattr(runner, "state", counted)
+    status, body = decide(client, alice, pid, "later")
+    assert (status, body["outcome"], body["replayed"]) == (200, "executed", True)
+    assert len(reads) == 1, reads
+
+
 def test_someone_elses_proposal_and_thread_are_not_found(
     client: TestClient, url: str, alice: dict[str, str], bob: dict[str, str]
 ) -> None:
