@@ -43,8 +43,8 @@ def principal(
     return Principal(*found)
 
 
-def identity(who: Annotated[Principal, Depends(principal)]) -> Identity:
-    return who.identity
+async def identity(who: Annotated[Principal, Depends(principal)]) -> Identity:
+    return who.identity  # a coroutine: no thread-pool hop for a field read
 
 
 CurrentIdentity = Annotated[Identity, Depends(identity)]

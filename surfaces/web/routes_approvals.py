@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
+from fastapi import APIRouter, Body, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from writegate.approval.errors import NotFound
@@ -24,12 +24,11 @@ from writegate.surfaces.web.inputs import (
     DecisionIn,
 )
 from writegate.surfaces.web.schemas import ApprovalList, ApprovalView, DecisionResult
-from writegate.surfaces.web.services import Services, services
+from writegate.surfaces.web.services import Svc
 from writegate.surfaces.web.views import approval_view, proposal_row
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 ProposalId = Annotated[str, Path(pattern=ID_PATTERN, description="The proposal's id.")]
-Svc = Annotated[Services, Depends(services)]
 
 
 @router.get("", response_model=ApprovalList, responses=responses(401, 422))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import PlainTextResponse
 
 from writegate.approval.errors import Unavailable
@@ -15,11 +15,10 @@ from writegate.surfaces.web.auth import CurrentIdentity, CurrentPrincipal
 from writegate.surfaces.web.errors import responses
 from writegate.surfaces.web.inputs import ID_PATTERN, AuditQuery
 from writegate.surfaces.web.schemas import AuditList, AuditRow, Health, Me, Receipt
-from writegate.surfaces.web.services import Services, services
+from writegate.surfaces.web.services import Svc
 from writegate.surfaces.web.views import receipt_view
 
 router = APIRouter()
-Svc = Annotated[Services, Depends(services)]
 AUDITOR_ROLE = "auditor"
 _AUDIT_FIELDS = set(AuditRow.model_fields)
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Path
+from fastapi import APIRouter, Body, Path
 
 from writegate.surfaces.web.auth import CurrentIdentity
 from writegate.surfaces.web.errors import responses
 from writegate.surfaces.web.inputs import ID_PATTERN, ReviewIn
 from writegate.surfaces.web.schemas import ApprovalList, ReviewResult
-from writegate.surfaces.web.services import Services, services
+from writegate.surfaces.web.services import Svc
 from writegate.surfaces.web.views import approval_view, proposal_row
 
 router = APIRouter(prefix="/v1/reviews", tags=["reviews"])
-Svc = Annotated[Services, Depends(services)]
 
 
 @router.get("", response_model=ApprovalList, responses=responses(401, 403))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
@@ -22,7 +22,7 @@ from writegate.surfaces.web.errors import json_responses, request_id, responses
 from writegate.surfaces.web.events import STREAM_RESPONSE
 from writegate.surfaces.web.inputs import ID_PATTERN, MessageIn, ThreadQuery
 from writegate.surfaces.web.schemas import ThreadList, ThreadSummary, ThreadView
-from writegate.surfaces.web.services import Services, services
+from writegate.surfaces.web.services import Services, Svc
 from writegate.surfaces.web.sse import (
     EVENT_ID_PATTERN,
     EventStreamResponse,
@@ -35,7 +35,6 @@ router = APIRouter(prefix="/v1/threads", tags=["threads"])
 ThreadId = Annotated[
     str, Path(pattern=ID_PATTERN, description="A thread id from POST /v1/threads.")
 ]
-Svc = Annotated[Services, Depends(services)]
 
 
 def _require_thread(svc: Services, identity: Identity, thread_id: str) -> dict[str, Any]:

@@ -10,9 +10,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from writegate.approval.policy import load_policy
 from writegate.approval.service import Policy
@@ -90,3 +90,12 @@ class Services:
 def services(request: Request) -> Services:
     wg: Services = request.app.state.wg
     return wg
+
+
+async def current_services(request: Request) -> Services:
+    """`services` as a route's dependency. A coroutine, since it does no I/O: FastAPI runs
+    a plain function's dependency on its thread pool, one hop per request for nothing."""
+    return services(request)
+
+
+Svc = Annotated[Services, Depends(current_services)]
