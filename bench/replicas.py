@@ -270,13 +270,21 @@ def reconciler_level(url: str, n: int, backlog: int, seen: float = 0.5) -> dict[
     procs = [_spawn(args, url) for _ in range(n)]
     try:
         deadline = time.monotonic() + 180
-        while made.size and open_count() == made.size and time.monotonic() < deadline:
-            time.sleep(0.05)  # processes still starting: not counted
-        phase: dict[str, Any] = {}
         own = [proc.pid for proc in procs]
+        # Processes still starting are not counted: the phase starts at the last look
+        # that found nothing settled yet. (Started after the first look that found
+        # something settled, it missed whatever was settled by then: a backlog small
+        # enough for one batch could be gone before it began.) The CPU split starts once
+        # the reconcilers' sessions exist, after that look.
+        started = look = time.perf_counter()
+        while made.size and open_count() == made.size and time.monotonic() < deadline:
+            started = look  # nothing was settled yet when it was taken
+            time.sleep(0.05)
+            look = time.perf_counter()
         backends = _backends(url)
         ticks0 = _process_ticks(own), _process_ticks(backends)
-        first, started = open_count(), time.perf_counter()
+        first = made.size
+        phase: dict[str, Any] = {}
         with sampler.phase(phase):
             while (left := open_count()) > 0 and time.perf_counter() - started < 900:
                 time.sleep(0.1)
