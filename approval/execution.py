@@ -236,7 +236,7 @@ class Executor:
         where that proposal's one run stands, not with a bare `token_unknown`."""
         if proposal_id is None:
             return None
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             proposal = tx.get_proposal(proposal_id)
             if proposal is None or (proposal.subject, proposal.tenant_id) != (
                 identity.user_id,
@@ -505,7 +505,7 @@ class Executor:
         """The precise refusal for a token whose records the retention purge removed."""
         if self.tombstones is None or not secret:
             return None
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             stone = self.tombstones.find_tombstone(tx, token_hash=hash_secret(secret))
         return stone.refusal() if stone is not None else None
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from writegate.approval.errors import RecordExpired
-from writegate.approval.store import LedgerTx
+from writegate.approval.store import LedgerReads, LedgerTx
 
 RETENTION_ENV = "WRITEGATE_RETENTION_DAYS"
 DEFAULT_RETENTION_DAYS = 90
@@ -48,7 +48,7 @@ class Tombstone:
 
 class TombstoneLookup(Protocol):
     def find_tombstone(
-        self, tx: LedgerTx, *, token_hash: str | None = None, request_key: str | None = None
+        self, tx: LedgerReads, *, token_hash: str | None = None, request_key: str | None = None
     ) -> Tombstone | None:
         """The tombstone for a purged token or request key, in `tx`; None if never purged."""
         ...

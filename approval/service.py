@@ -56,7 +56,7 @@ from writegate.approval.risk import (
     token_ttl,
 )
 from writegate.approval.spec import ToolContext, ToolLookup, ToolSpec
-from writegate.approval.store import CallLookup, LedgerStore, LedgerTx
+from writegate.approval.store import CallLookup, LedgerReads, LedgerStore, LedgerTx
 
 __all__ = ["ApprovalService", "Confirmation", "Ended", "Policy", "new_id"]
 
@@ -303,19 +303,19 @@ class ApprovalService:
     # -- decide -----------------------------------------------------------------------
 
     def get_proposal(self, identity: Identity, proposal_id: str) -> Proposal:
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             return self._owned(tx, identity, proposal_id, for_update=False)
 
     def has_expired(self, proposal: Proposal) -> bool:
         """Past its expiry on the database clock (right-open: at `expires_at` it has)."""
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             return tx.now() >= proposal.expires_at
 
     def proposal_and_execution(
         self, identity: Identity, proposal_id: str
     ) -> tuple[Proposal, Execution | None]:
         """One's own proposal and its execution, if it ran, read together."""
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             proposal = self._owned(tx, identity, proposal_id, for_update=False)
             return proposal, tx.get_execution(proposal_id=proposal_id)
 
@@ -539,7 +539,9 @@ class ApprovalService:
             raise ValidationFailed(f"unknown tool {tool_name!r}") from exc
 
     @staticmethod
-    def _owned(tx: LedgerTx, identity: Identity, proposal_id: str, *, for_update: bool) -> Proposal:
+    def _owned(
+        tx: LedgerReads, identity: Identity, proposal_id: str, *, for_update: bool
+    ) -> Proposal:
         proposal = tx.get_proposal(proposal_id, for_update=for_update)
         # Someone else's proposal looks exactly like a missing one: no existence leak.
         if (

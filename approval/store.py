@@ -24,17 +24,33 @@ from writegate.approval.models import (
 )
 
 
-class LedgerTx(Protocol):
-    """One transaction. `conn` is handed to domain code so it commits with the ledger."""
+class LedgerReads(Protocol):
+    """What a look at the ledger that writes nothing and locks nothing may ask
+    (`LedgerStore.reading`); a transaction answers the same questions."""
 
     @property
     def conn(self) -> Any:
-        """The transaction's connection, with every earlier ledger write sent."""
+        """The connection, with every earlier ledger write sent."""
         ...
 
     def now(self) -> datetime:
         """The server's clock, never the client's."""
         ...
+
+    def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None: ...
+    def get_token_for_proposal(self, proposal_id: str) -> Token | None: ...
+    def get_execution(
+        self,
+        *,
+        request_key: str | None = None,
+        execution_id: str | None = None,
+        proposal_id: str | None = None,
+        for_update: bool = False,
+    ) -> Execution | None: ...
+
+
+class LedgerTx(LedgerReads, Protocol):
+    """One transaction. `conn` is handed to domain code so it commits with the ledger."""
 
     # proposals
     def expect_insert_proposal(self, proposal: Proposal) -> None:
@@ -43,7 +59,6 @@ class LedgerTx(Protocol):
         transaction fails with `InvalidTransition` and nothing commits."""
         ...
 
-    def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None: ...
     def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
         """The proposal, locked as `get_proposal(for_update=True)` locks it, and the
         execution of its request key, read once that lock is held; one round trip."""
@@ -83,7 +98,6 @@ class LedgerTx(Protocol):
     # tokens
     def insert_token(self, token: Token) -> None: ...
     def get_token(self, token_hash: str, *, for_update: bool = False) -> Token | None: ...
-    def get_token_for_proposal(self, proposal_id: str) -> Token | None: ...
     def replace_token_hash(self, proposal_id: str, new_hash: str, expires_at: datetime) -> bool: ...
     def consume_token(self, token_hash: str, execution_id: str) -> bool: ...
     def revoke_token(self, proposal_id: str) -> bool: ...
@@ -95,14 +109,6 @@ class LedgerTx(Protocol):
         `expect_transition_proposal`)."""
         ...
 
-    def get_execution(
-        self,
-        *,
-        request_key: str | None = None,
-        execution_id: str | None = None,
-        proposal_id: str | None = None,
-        for_update: bool = False,
-    ) -> Execution | None: ...
     def transition_execution(
         self,
         execution_id: str,
@@ -146,6 +152,12 @@ class CallLookup:
 
 class LedgerStore(Protocol):
     def transaction(self) -> AbstractContextManager[LedgerTx]: ...
+
+    def reading(self) -> AbstractContextManager[LedgerReads]:
+        """Reads only, outside any transaction: each statement on its own (at read
+        committed a transaction that locks nothing would see no more), so a lookup
+        costs no BEGIN and no COMMIT."""
+        ...
 
     def look_up_call(
         self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str

@@ -465,6 +465,12 @@ class PgLedgerStore:
                     tx.rollback()
                 raise
 
+    @contextmanager
+    def reading(self) -> Iterator[PgLedgerTx]:
+        # Not owned: no BEGIN, no COMMIT; each read runs on the autocommit connection.
+        with outage_mapped(), self.pool.connection() as conn:
+            yield PgLedgerTx(conn, self.clock, owns=False)
+
     def look_up_call(
         self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
     ) -> CallLookup:

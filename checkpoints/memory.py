@@ -312,6 +312,11 @@ class MemoryLedgerStore:
                     self.conn.__dict__.update(saved_conn.__dict__)
                 raise
 
+    @contextmanager
+    def reading(self) -> Iterator[MemoryLedgerTx]:
+        with self._lock:  # nothing is written, so nothing to restore
+            yield MemoryLedgerTx(self.state, self.clock, self.conn)
+
     def look_up_call(
         self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
     ) -> CallLookup:

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from writegate.approval.models import AuditRecord, Execution, ExecutionStatus
 from writegate.approval.retention import RetentionPolicy, Tombstone
-from writegate.approval.store import BacklogItem, LedgerTx
+from writegate.approval.store import BacklogItem, LedgerReads, LedgerTx
 from writegate.checkpoints import ops_sql as sql
 from writegate.checkpoints.ledger import PgLedgerTx
 from writegate.checkpoints.pool import Pool
@@ -120,7 +120,7 @@ class PgTombstones:
     """Tombstone lookups inside the caller's ledger transaction."""
 
     def find_tombstone(
-        self, tx: LedgerTx, *, token_hash: str | None = None, request_key: str | None = None
+        self, tx: LedgerReads, *, token_hash: str | None = None, request_key: str | None = None
     ) -> Tombstone | None:
         if token_hash is not None:
             query, value = sql.FIND_TOMBSTONE_BY_TOKEN_SQL, token_hash

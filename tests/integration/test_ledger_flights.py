@@ -131,6 +131,21 @@ def test_a_guarded_write_sent_ahead_commits_when_its_guard_holds(rt: Runtime) ->
     assert status_of(rt, proposal.proposal_id) == "confirmed"
 
 
+def test_a_lookup_reads_outside_any_transaction(rt: Runtime) -> None:
+    """`reading()` sends its reads on their own: no BEGIN before them, no COMMIT after,
+    and they see what is committed, with the database clock."""
+    proposal = propose_refund(rt, new_order(rt), thread="flights-reading")
+    store = PgLedgerStore(rt.pool)
+    with store.reading() as reads:
+        found = reads.get_proposal(proposal.proposal_id)
+        assert reads.get_execution(proposal_id=proposal.proposal_id) is None
+        clock = reads.now()
+        assert reads.conn.info.transaction_status is psycopg.pq.TransactionStatus.IDLE
+    assert found == proposal
+    assert proposal.created_at <= clock < proposal.expires_at
+    assert rt.service.get_proposal(ALICE, proposal.proposal_id) == proposal
+
+
 COUNT_UPDATES_SQL = """
 CREATE TABLE IF NOT EXISTS test_row_updates (table_name text, proposal_id text);
 CREATE OR REPLACE FUNCTION test_count_update() RETURNS trigger LANGUAGE plpgsql AS $$
