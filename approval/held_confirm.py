@@ -23,6 +23,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from writegate.approval.errors import InvalidTransition
 from writegate.approval.models import (
     AuditRecord,
     Execution,
@@ -103,6 +104,18 @@ class HeldConfirmTx:
         return self.tx.transition_proposal(
             proposal_id, expected, new, decided_by=decided_by, superseded_by=superseded_by
         )
+
+    def expect_transition_proposal(
+        self,
+        proposal_id: str,
+        expected: ProposalStatus,
+        new: ProposalStatus,
+        *,
+        decided_by: str | None = None,
+    ) -> None:
+        """As `transition_proposal`: the decision's move is held the same way."""
+        if not self.transition_proposal(proposal_id, expected, new, decided_by=decided_by):
+            raise InvalidTransition("the proposal's move found its guard gone")
 
     # -- tokens: the one just inserted is known; any change to it goes to the database
 

@@ -342,11 +342,31 @@ class ApprovalService:
         self, identity: Identity, decision: Confirm | Decline | Cancel | Edit
     ) -> Confirmation | Ended | Proposal:
         started = time.perf_counter()
-        with self.store.transaction() as tx:
-            outcome = self.decide_in(tx, identity, decision, started)
+        try:
+            with self.store.transaction() as tx:
+                outcome = self.decide_in(tx, identity, decision, started)
+        except InvalidTransition:
+            if isinstance(decision, Confirm):
+                self._refuse_if_consumed(decision.proposal_id)
+            raise
         if isinstance(outcome, ProposalExpired):
             raise outcome  # after the commit: the proposal is recorded as expired
         return outcome
+
+    def _refuse_if_consumed(self, proposal_id: str) -> None:
+        """A second confirm whose token write found the token no longer issued: it was
+        used (or revoked, or purged) since; answered as the waited-for write was."""
+        with self.store.reading() as tx:
+            proposal = tx.get_proposal(proposal_id)
+            token = tx.get_token_for_proposal(proposal_id)
+        confirmed = proposal is not None and proposal.status in (
+            ProposalStatus.CONFIRMED,
+            ProposalStatus.EXECUTED,
+        )
+        if confirmed and (token is None or token.status is not TokenStatus.ISSUED):
+            raise AlreadyConsumed(
+                proposal_id=proposal_id, execution_id=token.execution_id if token else None
+            )
 
     def decide_in(
         self,
@@ -358,9 +378,13 @@ class ApprovalService:
         """`decide` inside the caller's transaction. An expiry is returned, not raised:
         the caller commits the proposal's move to expired, then raises it."""
         check_input(decision.model_dump())  # an edit's arguments, a reason: before any row
+        # Every move below is of this row, locked here and seen in its status: each guard
+        # holds, so each write is sent with the next statement or the COMMIT.
         proposal = self._owned(tx, identity, decision.proposal_id, for_update=True)
         if proposal.status in DECIDABLE and tx.now() >= proposal.expires_at:
-            tx.transition_proposal(proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED)
+            tx.expect_transition_proposal(
+                proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED
+            )
             tx.insert_audit(decision_audit(identity, proposal, "expired", started))
             return ProposalExpired(
                 proposal_id=proposal.proposal_id, expired_at=proposal.expires_at.isoformat()
@@ -371,7 +395,7 @@ class ApprovalService:
             return self._edit(tx, identity, proposal, decision.args, started)
         new = ProposalStatus.DECLINED if isinstance(decision, Decline) else ProposalStatus.CANCELLED
         self._require_pending(proposal)
-        tx.transition_proposal(
+        tx.expect_transition_proposal(
             proposal.proposal_id, proposal.status, new, decided_by=identity.user_id
         )
         tx.insert_audit(decision_audit(identity, proposal, new.value, started))
@@ -405,14 +429,14 @@ class ApprovalService:
         if proposal.status is ProposalStatus.CONFIRMED:
             # The same person confirming again (a re-run node, a lost response, or the
             # token a second approver released): the old secret is unreadable, so it is
-            # replaced; the approval stays one.
+            # replaced; the approval stays one. Seen confirmed under the lock, its token
+            # is issued (a guard gone after all is answered in `_decide`).
             expires_at = self.token_expiry(tx, proposal)
-            if not tx.replace_token_hash(proposal.proposal_id, hash_secret(secret), expires_at):
-                raise AlreadyConsumed(proposal_id=proposal.proposal_id)
+            tx.expect_replace_token_hash(proposal.proposal_id, hash_secret(secret), expires_at)
             return Confirmation(replace(proposal), secret, expires_at)
         check_retyped(proposal, decision.retyped)
         if (proposal.risk or {}).get("tier", {}).get("second_approver"):
-            tx.transition_proposal(
+            tx.expect_transition_proposal(
                 proposal.proposal_id,
                 ProposalStatus.AWAITING,
                 ProposalStatus.AWAITING_SECOND,
@@ -422,7 +446,7 @@ class ApprovalService:
             return replace(
                 proposal, status=ProposalStatus.AWAITING_SECOND, decided_by=identity.user_id
             )
-        tx.transition_proposal(
+        tx.expect_transition_proposal(
             proposal.proposal_id,
             ProposalStatus.AWAITING,
             ProposalStatus.CONFIRMED,

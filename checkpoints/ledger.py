@@ -348,9 +348,14 @@ class PgLedgerTx:
         return [p for p in map(_proposal, rows) if p is not None]
 
     def replace_token_hash(self, proposal_id: str, new_hash: str, expires_at: datetime) -> bool:
-        return (
-            self._one(sql.REPLACE_TOKEN_HASH_SQL, (new_hash, expires_at, proposal_id)) is not None
-        )
+        params = {"new_hash": new_hash, "expires_at": expires_at, "proposal_id": proposal_id}
+        return self._one(sql.REPLACE_TOKEN_HASH_SQL, params) is not None
+
+    def expect_replace_token_hash(
+        self, proposal_id: str, new_hash: str, expires_at: datetime
+    ) -> None:
+        params = {"new_hash": new_hash, "expires_at": expires_at, "proposal_id": proposal_id}
+        self._expect(sql.REPLACE_TOKEN_HASH_SQL, params, "the token's replacement")
 
     def consume_token(self, token_hash: str, execution_id: str) -> bool:
         row = self._one(sql.CONSUME_TOKEN_SQL, (self.now(), execution_id, token_hash))

@@ -78,8 +78,8 @@ WHERE tenant_id = %s AND status = 'awaiting_second_approval' AND expires_at > %s
 ORDER BY created_at LIMIT %s"""
 
 REPLACE_TOKEN_HASH_SQL = """
-UPDATE wg_tokens SET token_hash = %s, expires_at = %s
-WHERE proposal_id = %s AND status = 'issued'
+UPDATE wg_tokens SET token_hash = %(new_hash)s, expires_at = %(expires_at)s
+WHERE proposal_id = %(proposal_id)s AND status = 'issued'
 RETURNING token_hash"""
 
 CONSUME_TOKEN_SQL = """

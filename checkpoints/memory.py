@@ -165,6 +165,12 @@ class MemoryLedgerTx:
         self.s.tokens[new_hash] = replace(token, token_hash=new_hash, expires_at=expires_at)
         return True
 
+    def expect_replace_token_hash(
+        self, proposal_id: str, new_hash: str, expires_at: datetime
+    ) -> None:
+        if not self.replace_token_hash(proposal_id, new_hash, expires_at):
+            raise InvalidTransition("the token's replacement found its guard gone")
+
     def consume_token(self, token_hash: str, execution_id: str) -> bool:
         token = self.s.tokens.get(token_hash)
         if token is None or token.status is not TokenStatus.ISSUED:

@@ -13,9 +13,11 @@ import pytest
 
 from tests.integration.ledger_helpers import ALICE, new_order, propose_refund
 from writegate.approval.audit import call_audit
+from writegate.approval.canonical import hash_secret
 from writegate.approval.decisions import Confirm
-from writegate.approval.errors import InvalidTransition, RecordExpired
+from writegate.approval.errors import AlreadyConsumed, InvalidTransition, RecordExpired
 from writegate.approval.models import AuditRecord, ProposalStatus
+from writegate.approval.service import Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.migrate import setup_database
 from writegate.graph.runtime import Runtime
@@ -144,6 +146,33 @@ def test_a_lookup_reads_outside_any_transaction(rt: Runtime) -> None:
     assert found == proposal
     assert proposal.created_at <= clock < proposal.expires_at
     assert rt.service.get_proposal(ALICE, proposal.proposal_id) == proposal
+
+
+def test_a_second_confirm_whose_token_is_gone_is_refused_and_changes_nothing(
+    rt: Runtime,
+) -> None:
+    """A confirm of a confirmed proposal replaces its token with a write sent with the
+    COMMIT. Should the token no longer be issued (revoked here behind the proposal's
+    back), the write's guard fails the transaction: the answer is `already_consumed`,
+    as when the write was waited for, and the token row is untouched."""
+    proposal = propose_refund(rt, new_order(rt), thread="flights-reconfirm")
+    pid = proposal.proposal_id
+    first = rt.service.decide(ALICE, Confirm(action="confirm", proposal_id=pid))
+    assert isinstance(first, Confirmation)
+    again = rt.service.decide(ALICE, Confirm(action="confirm", proposal_id=pid))
+    assert isinstance(again, Confirmation) and again.token != first.token
+    with rt.pool.connection() as conn:
+        conn.execute(TOKEN_STATUS_SQL, ("revoked", pid))
+    with pytest.raises(AlreadyConsumed):
+        rt.service.decide(ALICE, Confirm(action="confirm", proposal_id=pid))
+    with rt.pool.connection() as conn:
+        row = conn.execute(TOKEN_ROW_SQL, (pid,)).fetchone()
+    assert row == {"token_hash": hash_secret(again.token), "status": "revoked"}
+    assert status_of(rt, pid) == "confirmed"
+
+
+TOKEN_STATUS_SQL = "UPDATE wg_tokens SET status = %s WHERE proposal_id = %s"
+TOKEN_ROW_SQL = "SELECT token_hash, status FROM wg_tokens WHERE proposal_id = %s"
 
 
 COUNT_UPDATES_SQL = """
