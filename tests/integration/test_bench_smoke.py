@@ -87,6 +87,8 @@ def test_quick_bench_writes_every_figure_and_drops_its_databases(
         assert storm["replicas"] == 2
         assert storm["refunds_per_round"] == [1] * results["options"]["http_rounds"]
         assert sum(storm["answers"].values()) == storm["clicks_per_round"] * storm["rounds"]
+        # Every click was answered: the receipt, or busy-retry; never a failed request.
+        assert {answer[:4] for answer in storm["answers"]} <= {"200 ", "409 ", "503 "}, storm
         assert target(results, "HTTP confirm storm")["value"] is not None
     assert len(results["targets"]) == 9
     assert all({"figure", "value", "target", "met"} <= set(row) for row in results["targets"])
