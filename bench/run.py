@@ -172,7 +172,7 @@ def run_bench(
             part(
                 "storage",
                 lambda: run_storage(
-                    url, o.storage_ops, o.thread_ops, task("5 storage", thread_steps)
+                    server, o.storage_ops, o.thread_ops, task("5 storage", thread_steps)
                 ),
             )
             part("scale", lambda: run_scale(server, o.scale_sizes, task("6 scale", 2)))

@@ -4,7 +4,10 @@ Per operation: `pg_total_relation_size` of each table group (heap, indexes, TOAS
 free-space and visibility maps) before and after a batch on fresh threads, divided by
 the batch size. Sizes grow in 8 kB pages, so a batch of a few hundred keeps the
 rounding under a few per cent; dead row versions left by updates count, as they do on
-disk until vacuum reuses them.
+disk until vacuum reuses them. The batch has a database of its own with autovacuum off:
+on the one the earlier parts filled, new rows went into whatever space a vacuum had
+freed there meanwhile, and the figure moved with when it had run. The one-thread runs
+have another, with autovacuum on as a deployment has it.
 
 One thread: 1,000 operations on a single thread id, each starting by clearing the
 thread's messages (as a host does when a long thread starts a new task; otherwise the
@@ -20,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from writegate.bench.db import Orders, connect, table_sizes
+from writegate.bench.db import BenchServer, Orders, connect, disable_autovacuum, table_sizes
 from writegate.bench.stats import summary_ms
 from writegate.bench.workload import GraphRunner, Kind
 from writegate.graph.runtime import Runtime
@@ -102,12 +105,15 @@ def one_thread(url: str, n: int, prune: bool, advance: Callable[[], None]) -> di
 
 
 def run_storage(
-    url: str, n_batch: int, n_thread: int, advance: Callable[[], None]
+    server: BenchServer, n_batch: int, n_thread: int, advance: Callable[[], None]
 ) -> dict[str, Any]:
+    batch = server.create("storage")
+    disable_autovacuum(batch)
+    threads = server.create("thread")  # autovacuum on: pruning's freed space is reused
     return {
-        "per_operation": per_operation(url, n_batch, advance),
+        "per_operation": per_operation(batch, n_batch, advance),
         "one_thread": {
-            "no_pruning": one_thread(url, n_thread, False, advance),
-            "pruned": one_thread(url, n_thread, True, advance),
+            "no_pruning": one_thread(threads, n_thread, False, advance),
+            "pruned": one_thread(threads, n_thread, True, advance),
         },
     }
