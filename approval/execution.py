@@ -237,13 +237,12 @@ class Executor:
         if proposal_id is None:
             return None
         with self.store.reading() as tx:
-            proposal = tx.get_proposal(proposal_id)
-            if proposal is None or (proposal.subject, proposal.tenant_id) != (
-                identity.user_id,
-                identity.tenant_id,
-            ):
-                return None
-            execution = tx.get_execution(proposal_id=proposal_id)
+            proposal, execution = tx.get_proposal_and_execution(proposal_id)
+        if proposal is None or (proposal.subject, proposal.tenant_id) != (
+            identity.user_id,
+            identity.tenant_id,
+        ):
+            return None
         if execution is not None:
             return AlreadyConsumed(proposal_id=proposal_id, execution_id=execution.execution_id)
         if proposal.status is ProposalStatus.CONFIRMED:

@@ -316,8 +316,8 @@ class ApprovalService:
     ) -> tuple[Proposal, Execution | None]:
         """One's own proposal and its execution, if it ran, read together."""
         with self.store.reading() as tx:
-            proposal = self._owned(tx, identity, proposal_id, for_update=False)
-            return proposal, tx.get_execution(proposal_id=proposal_id)
+            proposal, execution = tx.get_proposal_and_execution(proposal_id)
+        return self._mine(identity, proposal, proposal_id), execution
 
     def decide(
         self, identity: Identity, decision: Confirm | Decline | Cancel | Edit
@@ -567,6 +567,10 @@ class ApprovalService:
         tx: LedgerReads, identity: Identity, proposal_id: str, *, for_update: bool
     ) -> Proposal:
         proposal = tx.get_proposal(proposal_id, for_update=for_update)
+        return ApprovalService._mine(identity, proposal, proposal_id)
+
+    @staticmethod
+    def _mine(identity: Identity, proposal: Proposal | None, proposal_id: str) -> Proposal:
         # Someone else's proposal looks exactly like a missing one: no existence leak.
         if (
             proposal is None

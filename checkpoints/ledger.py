@@ -247,6 +247,17 @@ class PgLedgerTx:
             )[0]
         )
 
+    def get_proposal_and_execution(
+        self, proposal_id: str
+    ) -> tuple[Proposal | None, Execution | None]:
+        proposal, execution = self._first_read(
+            sql.SELECT_PROPOSAL_SQL,
+            sql.SELECT_PROPOSAL_NOW_SQL,
+            (proposal_id,),
+            (sql.SELECT_EXECUTION_SQL + "proposal_id = %s", (proposal_id,)),
+        )
+        return _proposal(proposal), _execution(execution)
+
     def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
         proposal, execution = self._first_read(
             sql.SELECT_PROPOSAL_SQL + " FOR UPDATE",

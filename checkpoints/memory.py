@@ -67,6 +67,11 @@ class MemoryLedgerTx:
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None:
         return self.s.proposals.get(proposal_id)
 
+    def get_proposal_and_execution(
+        self, proposal_id: str
+    ) -> tuple[Proposal | None, Execution | None]:
+        return self.s.proposals.get(proposal_id), self.get_execution(proposal_id=proposal_id)
+
     def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
         proposal = self.s.proposals.get(proposal_id)
         if proposal is None:

@@ -15,14 +15,15 @@ from tests.integration.ledger_helpers import ALICE, new_order, propose_refund
 from writegate.approval.audit import call_audit
 from writegate.approval.canonical import hash_secret
 from writegate.approval.decisions import Confirm
-from writegate.approval.errors import AlreadyConsumed, InvalidTransition, RecordExpired
-from writegate.approval.models import AuditRecord, ProposalStatus
+from writegate.approval.errors import AlreadyConsumed, InvalidTransition, NotFound, RecordExpired
+from writegate.approval.models import AuditRecord, Identity, ProposalStatus
 from writegate.approval.service import Confirmation
-from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.ledger import PgLedgerStore, PgLedgerTx
 from writegate.checkpoints.migrate import setup_database
 from writegate.graph.runtime import Runtime
 
 AWAITING, EXECUTED = ProposalStatus.AWAITING, ProposalStatus.EXECUTED
+BOB = Identity("user_7", ALICE.tenant_id)
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +147,35 @@ def test_a_lookup_reads_outside_any_transaction(rt: Runtime) -> None:
     assert found == proposal
     assert proposal.created_at <= clock < proposal.expires_at
     assert rt.service.get_proposal(ALICE, proposal.proposal_id) == proposal
+
+
+def test_a_proposal_and_its_execution_are_read_in_one_round_trip(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an HTTP click answers from: the proposal and the execution it made, read
+    in one flight, before it ran (none) and after (the one execution)."""
+    proposal = propose_refund(rt, new_order(rt), thread="flights-both")
+    pid = proposal.proposal_id
+    flights: list[int] = []
+    send = PgLedgerTx._send
+
+    def counted(tx: PgLedgerTx, *queries: tuple[str, object]) -> object:
+        flights.append(len(queries))
+        return send(tx, *queries)
+
+    monkeypatch.setattr(PgLedgerTx, "_send", counted)
+    assert rt.service.proposal_and_execution(ALICE, pid) == (proposal, None)
+    assert flights == [2]
+    decision = Confirm(action="confirm", proposal_id=pid)
+    receipt = rt.executor.confirm_and_execute(ALICE, decision, "refund_order")
+    assert receipt is not None
+    flights.clear()
+    found, execution = rt.service.proposal_and_execution(ALICE, pid)
+    assert flights == [2]
+    assert found.status is EXECUTED
+    assert execution is not None and execution.execution_id == receipt.execution_id
+    with pytest.raises(NotFound):
+        rt.service.proposal_and_execution(BOB, pid)
 
 
 def test_a_second_confirm_whose_token_is_gone_is_refused_and_changes_nothing(
