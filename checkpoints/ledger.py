@@ -84,18 +84,6 @@ def _execution(row: DictRow | None) -> Execution | None:
     return Execution(**{**row, "status": ExecutionStatus(row["status"])})
 
 
-def _lookup_params(
-    tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str, now: datetime | None
-) -> dict[str, Any]:
-    return {
-        "tenant_id": tenant_id,
-        "thread_id": thread_id,
-        "tool_call_id": tool_call_id,
-        "fingerprint": fingerprint,
-        "now": now,  # None: the statement's own now()
-    }
-
-
 def _call_lookup(row: DictRow | None, params: dict[str, Any]) -> CallLookup:
     """`LOOK_UP_CALL_SQL`'s one row, split into its proposal and its execution."""
     assert row is not None  # the query always answers one row
@@ -270,7 +258,13 @@ class PgLedgerTx:
     def look_up_call(
         self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
     ) -> CallLookup:
-        params = _lookup_params(tenant_id, thread_id, tool_call_id, fingerprint, self._peek_now())
+        params = {
+            "tenant_id": tenant_id,
+            "thread_id": thread_id,
+            "tool_call_id": tool_call_id,
+            "fingerprint": fingerprint,
+            "now": self._peek_now(),  # None: the statement's own now()
+        }
         found = _call_lookup(self._one(sql.LOOK_UP_CALL_SQL, params), params)
         if self._clock is None and self._now is None:
             self._now = found.now  # the transaction's now(), brought along
@@ -490,10 +484,8 @@ class PgLedgerStore:
     def look_up_call(
         self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
     ) -> CallLookup:
-        now = self.clock() if self.clock is not None else None
-        params = _lookup_params(tenant_id, thread_id, tool_call_id, fingerprint, now)
-        with outage_mapped(), self.pool.connection() as conn:
-            return _call_lookup(conn.execute(sql.LOOK_UP_CALL_SQL, params).fetchone(), params)
+        with self.reading() as reads:
+            return reads.look_up_call(tenant_id, thread_id, tool_call_id, fingerprint)
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         params = {

@@ -331,10 +331,8 @@ class MemoryLedgerStore:
     def look_up_call(
         self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
     ) -> CallLookup:
-        with self._lock:
-            return MemoryLedgerTx(self.state, self.clock, self.conn).look_up_call(
-                tenant_id, thread_id, tool_call_id, fingerprint
-            )
+        with self.reading() as reads:
+            return reads.look_up_call(tenant_id, thread_id, tool_call_id, fingerprint)
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         for record in list(self.state.audit):
