@@ -9,6 +9,8 @@ which the ledger records as `unknown`, never as a failure.
 from __future__ import annotations
 
 import contextvars
+import os
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -88,7 +90,7 @@ def _call_once(
 ) -> DownstreamResult:
     if timeout is None:
         return spec.call_downstream(args, request_key)
-    # A thread, so any downstream gets a deadline; an overrun call is abandoned,
+    # Another thread, so any downstream gets a deadline; an overrun call is abandoned,
     # not stopped, which is why the answer is "unknown" and the key stays the same.
     box: dict[str, Any] = {}
     done = threading.Event()
@@ -98,17 +100,76 @@ def _call_once(
             box["result"] = spec.call_downstream(args, request_key)
         except BaseException as exc:
             box["error"] = exc
-        finally:
-            done.set()
 
-    # The thread runs in a copy of this context, so `acting_identity()` holds there too.
-    context = contextvars.copy_context()
-    threading.Thread(
-        target=context.run, args=(run,), name=f"downstream {request_key}", daemon=True
-    ).start()
+    # The call runs in a copy of this context, so `acting_identity()` holds there too.
+    WORKERS.submit(contextvars.copy_context(), run, done)
     if not done.wait(timeout):
         raise UpstreamTimeout(f"no answer within {timeout:g} s", timeout_s=timeout)
     if "error" in box:
         raise box["error"]
     result: DownstreamResult = box["result"]
     return result
+
+
+Job = tuple[contextvars.Context, Callable[[], None], threading.Event]
+
+
+class Workers:
+    """Daemon threads for deadline-bound calls: an idle one is reused, else one starts.
+
+    A call never waits behind another, so one that hangs past its deadline costs a
+    thread, as a fresh thread per call did, and not the calls after it; what reuse
+    saves is starting a thread per write. A worker idle for `idle_timeout` seconds
+    ends. Threads are daemons: a hung call does not hold the process open at exit.
+    """
+
+    def __init__(self, idle_timeout: float = 60.0) -> None:
+        self.idle_timeout = idle_timeout
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Job]] = []  # the newest idle worker last
+
+    def submit(
+        self, context: contextvars.Context, job: Callable[[], None], done: threading.Event
+    ) -> None:
+        """Run `job` in `context` on a worker, then set `done`. The worker is idle again
+        by the time `done` is set, so calls made one after another share one thread."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(
+                target=self._work, args=(inbox,), name="writegate downstream", daemon=True
+            ).start()
+        inbox.put((context, job, done))
+
+    def idle(self) -> int:
+        with self._lock:
+            return len(self._idle)
+
+    def _work(self, inbox: queue.SimpleQueue[Job]) -> None:
+        while True:
+            try:
+                context, job, done = inbox.get(timeout=self.idle_timeout)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:  # nobody took this worker meanwhile: end
+                        self._idle.remove(inbox)
+                        return
+                continue  # a caller took it just now; its job is on the way
+            try:
+                context.run(job)
+            finally:
+                del context, job  # hold nothing of a finished call while idle
+                with self._lock:
+                    self._idle.append(inbox)
+                done.set()
+
+    def forget(self) -> None:
+        """In a forked child: the parent's workers are not there, so none is idle."""
+        self._lock = threading.Lock()
+        self._idle = []
+
+
+WORKERS = Workers()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=WORKERS.forget)

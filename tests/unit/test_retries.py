@@ -6,6 +6,8 @@ the provider simulator are parsed here too.
 
 from __future__ import annotations
 
+import contextvars
+import multiprocessing
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +17,7 @@ import pytest
 from tests.unit.fake_tool import AddTool, Counters, Tools
 from writegate.approval import errors
 from writegate.approval.decisions import Confirm
+from writegate.approval.downstream import WORKERS, Workers, call_with_retries
 from writegate.approval.execution import Executor, RetryPolicy, outcome_status
 from writegate.approval.models import ExecutionStatus, Identity
 from writegate.approval.retention import RetentionPolicy
@@ -24,6 +27,7 @@ from writegate.checkpoints.memory import MemoryLedgerStore
 from writegate.tools.faults import FaultScript, parse_rule
 
 ALICE = Identity("alice", "t1")
+LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("label")
 TRANSIENT = [errors.UpstreamTimeout, errors.TemporarilyUnavailable, errors.RateLimited]
 NEVER_RETRIED = [
     errors.ValidationFailed,
@@ -205,3 +209,75 @@ def test_an_unsettled_write_tells_the_model_not_to_propose_it_again(error):
     assert "Do not propose it again" in of_a_write["advice"]
     # Without an execution there is nothing being finished: no such advice.
     assert "Do not propose it again" not in error_content(error()).get("advice", "")
+
+
+def _on_worker(workers: Workers, job: Any) -> threading.Event:
+    done = threading.Event()
+    workers.submit(contextvars.copy_context(), job, done)
+    return done
+
+
+def test_calls_made_one_after_another_share_one_worker_thread():
+    workers, ran_on = Workers(), []
+    for _ in range(3):
+        assert _on_worker(workers, lambda: ran_on.append(threading.get_ident())).wait(5)
+    assert len(set(ran_on)) == 1
+    assert workers.idle() == 1
+
+
+def test_a_hung_call_does_not_hold_up_the_next_one():
+    workers, started, release, ran_on = Workers(), threading.Event(), threading.Event(), []
+
+    def hang() -> None:
+        ran_on.append(threading.get_ident())
+        started.set()
+        release.wait(10)
+
+    hung = _on_worker(workers, hang)
+    try:
+        assert started.wait(5)
+        assert _on_worker(workers, lambda: ran_on.append(threading.get_ident())).wait(5)
+        assert not hung.is_set()
+        assert len(set(ran_on)) == 2
+    finally:
+        release.set()
+    assert hung.wait(5)
+    assert workers.idle() == 2
+
+
+def test_an_idle_worker_ends_after_its_idle_timeout():
+    workers, threads = Workers(idle_timeout=0.01), []
+    assert _on_worker(workers, lambda: threads.append(threading.current_thread())).wait(5)
+    threads[0].join(5)
+    assert not threads[0].is_alive()
+    assert workers.idle() == 0
+
+
+def test_a_worker_sees_the_callers_context_variables():
+    seen: list[str] = []
+    token = LABEL.set("the caller's")
+    try:
+        assert _on_worker(Workers(), lambda: seen.append(LABEL.get())).wait(5)
+    finally:
+        LABEL.reset(token)
+    assert seen == ["the caller's"]
+
+
+def _call_in_child(out: Any) -> None:
+    args, policy = {"counter_id": "c1", "amount": 1}, RetryPolicy(max_retries=0, call_timeout=5)
+    out.put(type(call_with_retries(AddTool(), args, "k-child", policy)).__name__)
+
+
+def test_a_forked_child_does_not_wait_on_its_parents_workers():
+    # Leave a worker idle in this process; a child forked now has no such thread.
+    assert _on_worker(WORKERS, lambda: None).wait(5)
+    assert WORKERS.idle() >= 1
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_call_in_child, args=(out,))
+    child.start()
+    try:
+        assert out.get(timeout=30) == "DownstreamResult"
+    finally:
+        child.join(30)
+    assert child.exitcode == 0
