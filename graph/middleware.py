@@ -10,7 +10,7 @@ the answers it takes are the same; the handler is never called for a write, beca
 only writegate's executor runs the tool's function, with its request key. Reads the
 Writegate knows run audited; other tools pass to the handler unless they are write
 tools, which never run unapproved. Calls sharing an id, and the same write twice in one
-turn, are refused by the tool node's own rule (graph/turn.py). Before each model call
+turn, are refused by the tool node's own rule (graph/turn.py). Around each model call
 the run's identity is checked (the run fails before the model runs without one) and
 writes reconciled since the last turn are reported to the model once.
 
@@ -24,11 +24,16 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+)
+from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
-from langgraph.runtime import Runtime as RunContext
 from langgraph.types import Command
 
 from writegate.approval.errors import Unprotected
@@ -37,11 +42,20 @@ from writegate.graph.identity import identity_of
 from writegate.graph.messages import tool_error
 from writegate.graph.nodes import CallNodes
 from writegate.graph.runtime import Runtime
-from writegate.graph.settled import settled_updates
+from writegate.graph.settled import awaiting_news, settled_updates
 from writegate.graph.turn import turn_refusal, turn_refusals
 from writegate.tools.kit import GuardedTool
 
 Result = ToolMessage | Command[Any]
+
+
+def _told(news: list[SystemMessage], response: ModelResponse | AIMessage) -> ModelResponse:
+    """The model's answer with the notes it was shown, kept ahead of it in the thread."""
+    if isinstance(response, AIMessage):
+        return ModelResponse(result=[*news, response])
+    return ModelResponse(
+        result=[*news, *response.result], structured_response=response.structured_response
+    )
 
 
 class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -57,19 +71,35 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def name(self) -> str:
         return "writegate"
 
-    # -- before each model call -----------------------------------------------------
+    # -- around each model call ---------------------------------------------------
+    # In `wrap_model_call`, not `before_model`: a before-model hook is a graph node of
+    # its own, a step more on every model call (two per write, with their checkpoints);
+    # this runs inside the model's node. The notes reach the thread as the model node's
+    # output, just ahead of the model's reply, as a hook's update would have put them.
 
-    def before_model(
-        self, state: AgentState[Any], runtime: RunContext[Any]
-    ) -> dict[str, Any] | None:
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse]
+    ) -> ModelResponse | AIMessage:
         identity = identity_of(get_config())  # no identity: fail before the model runs
-        news = settled_updates(self.rt.store, identity, state["messages"])
-        return {"messages": news} if news else None
+        waiting = awaiting_news(request.state["messages"])
+        news = settled_updates(self.rt.store, identity, waiting) if waiting else []
+        if not news:
+            return handler(request)
+        return _told(news, handler(request.override(messages=[*request.messages, *news])))
 
-    async def abefore_model(
-        self, state: AgentState[Any], runtime: RunContext[Any]
-    ) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self.before_model, state, runtime)
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]],
+    ) -> ModelResponse | AIMessage:
+        identity = identity_of(get_config())
+        waiting = awaiting_news(request.state["messages"])
+        news = []
+        if waiting:  # the ledger is synchronous: off the event loop
+            news = await asyncio.to_thread(settled_updates, self.rt.store, identity, waiting)
+        if not news:
+            return await handler(request)
+        return _told(news, await handler(request.override(messages=[*request.messages, *news])))
 
     # -- each tool call -------------------------------------------------------------
 

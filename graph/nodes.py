@@ -20,7 +20,7 @@ from writegate.graph.identity import MissingIdentity, identity_of, thread_of
 from writegate.graph.messages import tool_error, tool_result
 from writegate.graph.resolve import ends_turn
 from writegate.graph.runtime import Runtime
-from writegate.graph.settled import settled_updates
+from writegate.graph.settled import awaiting_news, settled_updates
 from writegate.graph.turn import SHARED_ID, turn_refusal, turn_refusals
 
 __all__ = ["CallNodes", "MissingIdentity", "Nodes", "identity_of", "thread_of"]
@@ -150,7 +150,7 @@ class Nodes(CallNodes):
         if ends_turn(state["messages"]):
             return {}  # marked resolved: the model reads it with the thread's next message
         # Writes that were unknown and have been reconciled since: tell the model once.
-        news = settled_updates(self.rt.store, identity, state["messages"])
+        news = settled_updates(self.rt.store, identity, awaiting_news(state["messages"]))
         messages: list[AnyMessage] = [SystemMessage(self.system_prompt), *state["messages"], *news]
         reply = self.model.invoke(messages, config)
         return {"messages": [*news, _without_unstorable_args(reply)]}

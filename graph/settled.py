@@ -35,17 +35,26 @@ def _open_execution(message: ToolMessage) -> str | None:
     return execution_id if isinstance(execution_id, str) else None
 
 
-def settled_updates(
-    store: LedgerStore, identity: Identity, messages: Sequence[AnyMessage]
-) -> list[SystemMessage]:
+def awaiting_news(messages: Sequence[AnyMessage]) -> list[tuple[ToolMessage, str]]:
+    """The unsettled results not reported yet, with their execution ids. No I/O: a turn
+    with none (nearly every turn) needs no ledger read and no worker thread."""
     told = {m.additional_kwargs.get(MARK) for m in messages if isinstance(m, SystemMessage)}
-    notes: list[SystemMessage] = []
+    waiting: list[tuple[ToolMessage, str]] = []
     for message in messages:
-        if not isinstance(message, ToolMessage):
-            continue
-        execution_id = _open_execution(message)
-        if execution_id is None or execution_id in told:
-            continue
+        if isinstance(message, ToolMessage):
+            execution_id = _open_execution(message)
+            if execution_id is not None and execution_id not in told:
+                told.add(execution_id)
+                waiting.append((message, execution_id))
+    return waiting
+
+
+def settled_updates(
+    store: LedgerStore, identity: Identity, waiting: list[tuple[ToolMessage, str]]
+) -> list[SystemMessage]:
+    """A note for each of `awaiting_news` whose outcome is final now."""
+    notes: list[SystemMessage] = []
+    for message, execution_id in waiting:
         content: dict[str, Any]
         try:
             content = receipt_content(receipt_for(store, identity, execution_id=execution_id))
@@ -53,7 +62,6 @@ def settled_updates(
             if exc.code in UNSETTLED_CODES:
                 continue  # still being reconciled: nothing new to say
             content = error_content(exc)
-        told.add(execution_id)
         notes.append(
             SystemMessage(
                 f"Update on the earlier {message.name} call {message.tool_call_id}: its outcome "

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.tools import tool
 from langgraph.types import Command
 
 from tests.integration.graph_helpers import (
@@ -31,6 +33,7 @@ from writegate.graph.build import build_graph
 from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
 from writegate.graph.settled import MARK
+from writegate.graph.writegate import Writegate
 from writegate.tools.faults import FaultScript
 from writegate.tools.provider import SimulatedProvider
 
@@ -166,3 +169,73 @@ def test_an_outcome_being_reconciled_tells_the_model_not_to_propose_it_again(
     assert again["details"]["execution_id"] == first["details"]["execution_id"]
     assert "do not propose" in again.get("advice", "").lower()
     assert _notes(out) == []  # nothing is final yet, so nothing is reported as final
+
+
+# -- the same through `wg.middleware()` in LangChain's `create_agent` ---------------------
+
+
+@tool("refund_order")
+def refund_as_the_model_sees_it(
+    order_id: str, amount_minor: int, currency: str, reason: str
+) -> str:
+    """Refund part or all of an order (writegate runs its registered tool, never this).
+
+    Args:
+        order_id: The order.
+        amount_minor: The amount in minor units.
+        currency: The order's currency.
+        reason: Why.
+    """
+    raise AssertionError("a write behind the middleware never runs the agent's own tool")
+
+
+def _middleware_agent(rt: Runtime, model: ScriptedChatModel, checkpointer: Any) -> Any:
+    from langchain.agents import create_agent
+
+    return create_agent(
+        model,
+        [refund_as_the_model_sees_it],
+        middleware=[Writegate(rt, []).middleware()],
+        checkpointer=checkpointer,
+    )
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["invoke", "ainvoke"])
+def test_the_middleware_reports_a_reconciled_unknown_write_once_on_the_next_turn(
+    rt: Runtime, faults: FaultScript, run_async: bool
+) -> None:
+    order, thread = new_order(rt), new_id("th")
+    faults.reset([f"{order}=timeout_after*3"])
+    model = scripted([refund_call(order)], "checking", "noted", "noted again", "welcome")
+
+    async def saver_then(turns: list[Any]) -> list[dict[str, Any]]:
+        async with Writegate(rt, []).async_checkpointer() as saver:
+            agent = _middleware_agent(rt, model, saver)
+            return [await agent.ainvoke(turn, config(thread)) for turn in turns]
+
+    def run(*turns: Any) -> dict[str, Any]:
+        if run_async:
+            return asyncio.run(saver_then(list(turns)))[-1]
+        agent = _middleware_agent(rt, model, rt.checkpointer)
+        return [agent.invoke(turn, config(thread)) for turn in turns][-1]
+
+    out = run({"messages": [HumanMessage(f"refund {order}")]})
+    out = run(Command(resume=confirm(only_interrupt(out).value["proposal_id"])))
+    unknown = tool_content(tool_messages(out)[-1])
+    assert unknown["code"] == "outcome_unknown" and refunds_at_provider(rt, order) == 1
+    out = run({"messages": [HumanMessage("did it go through?")]})
+    assert not _notes(out)  # not settled yet
+
+    assert Reconciler(rt.service, PgBacklog(rt.pool), retry=NO_WAIT).drain()
+    out = run({"messages": [HumanMessage("and now?")]})
+    notes = _notes(out)
+    assert (
+        len(notes) == 1 and notes[0].additional_kwargs[MARK] == unknown["details"]["execution_id"]
+    )
+    assert '"status":"succeeded"' in str(notes[0].content)
+    # Kept in the thread just before the model's answer, and shown to it on that call.
+    assert out["messages"][-2] == notes[0] and out["messages"][-1].content == "noted again"
+    assert model.calls[-1][-1] == notes[0]
+    out = run({"messages": [HumanMessage("thanks")]})
+    assert len(_notes(out)) == 1  # told once
+    assert refunds_at_provider(rt, order) == 1

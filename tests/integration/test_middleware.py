@@ -325,3 +325,10 @@ def test_under_ainvoke_and_astream_with_the_async_saver(wg: Writegate) -> None:
     assert tool_bodies(state)[-1]["status"] == "succeeded"
     assert state["messages"][-1].content == "done"
     assert payments(account) == 1
+
+
+def test_the_middleware_adds_no_step_to_the_agents_loop(wg: Writegate) -> None:
+    # A before-model hook would be a node of its own: a step and its checkpoint more on
+    # every model call. Reconciled news rides inside the model's node instead.
+    plain = create_agent(scripted("ok"), tools=[pay, balance, shout, wipe])
+    assert set(agent_for(wg, "ok").get_graph().nodes) == set(plain.get_graph().nodes)
