@@ -95,12 +95,18 @@ def timed_saver(runtime: Runtime, recorder: Recorder) -> TimedSaver:
 
 
 def instrument_runtime(runtime: Runtime, recorder: Recorder) -> None:
-    """Time the ledger calls the graph makes, and the provider call inside execute."""
+    """Time the ledger calls the graph makes, and the provider call inside execute.
+
+    Every path a write may take: the graph's one-transaction confirm and execute, the
+    two-step decide and execute it falls back to, a client's token, and the record of a
+    question that reached a client."""
     service, executor = runtime.service, runtime.executor
     for name in ("propose", "get_proposal", "decide"):
         setattr(service, name, timed(getattr(service, name), recorder, "ledger"))
-    for name in ("execute", "execute_confirmed"):  # clients present a token; the graph does not
+    for name in ("confirm_and_execute", "execute", "execute_confirmed"):
         setattr(executor, name, timed(getattr(executor, name), recorder, "ledger"))
+    presented = runtime.presented
+    setattr(presented, "record", timed(presented.record, recorder, "ledger"))  # noqa: B010
     provider = runtime.provider
     setattr(provider, "refund", timed(provider.refund, recorder, "provider"))  # noqa: B010
 

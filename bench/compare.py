@@ -178,8 +178,9 @@ def explain(modes: dict[str, Any]) -> list[str]:
         rest = extra - ledger - ckpt - (w["provider_ms"] - b["provider_ms"])
         lines.append(
             f"durability=sync: writegate adds {extra:.1f} ms per operation (means): "
-            f"{ledger:.1f} ms in {w['ledger_calls']:.0f} ledger calls (propose, reads, decide, "
-            f"execute; {w['ledger_cpu_ms']:.1f} ms of it CPU in this Python process), "
+            f"{ledger:.1f} ms in {w['ledger_calls']:.0f} ledger calls (propose, the question's "
+            f"record, confirm and execute; {w['ledger_cpu_ms']:.1f} ms of it CPU in this Python "
+            "process), "
             f"{ckpt:.1f} ms in checkpointer calls "
             f"({w['checkpoints_saved']:.0f} vs {b['checkpoints_saved']:.0f} checkpoints, "
             f"{w['writes_saved']:.0f} vs {b['writes_saved']:.0f} write batches; "

@@ -1,0 +1,34 @@
+"""The bench's attribution times every ledger call a write makes, whichever path it takes.
+
+It once timed only propose, decide and execute: the graph's one-transaction confirm and
+execute, and the presented-question record, were counted as "graph engine, nodes, model".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from writegate.bench.attribution import Recorder, instrument_runtime
+from writegate.bench.db import Orders
+from writegate.bench.workload import GraphRunner
+from writegate.checkpoints.migrate import setup_database
+from writegate.graph.runtime import Runtime
+
+
+def test_every_ledger_call_of_a_graph_write_is_timed(create_database: Callable[[], str]) -> None:
+    url = create_database()
+    setup_database(url)
+    recorder = Recorder()
+    with Runtime.open(url, setup=False) as runtime:
+        instrument_runtime(runtime, recorder)
+        orders = Orders(runtime.pool, "attr_test")
+        orders.reserve(2)
+        runner = GraphRunner("writegate", runtime, orders)
+        recorder.take()
+        runner.op("attr-test-thread", durability="sync")
+        seconds, counts = recorder.take()
+    # propose; the question recorded as it ends the run; on resume, propose again and the
+    # confirm executed in one transaction, with the provider's call inside it.
+    assert counts["ledger"] == 4, counts
+    assert counts["provider"] == 1
+    assert seconds["ledger"] > seconds["provider"] > 0
