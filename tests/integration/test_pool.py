@@ -61,3 +61,20 @@ def test_a_connection_cut_within_the_window_fails_once_then_the_pool_recovers(
         assert again is not None and again["pid"] != pid
     finally:
         pool.close()
+
+
+def test_a_connection_is_back_in_the_pool_when_its_block_ends(
+    create_database: Callable[[], str],
+) -> None:
+    """Given back in the caller's thread: a pool `reset` hook would hand every return to
+    a worker thread, a thread switch per checkout, and the connection would be missing
+    from the pool for a moment after each use."""
+    pool = open_pool(create_database(), min_size=2, max_size=2)
+    try:
+        for _ in range(20):
+            with pool.connection() as conn:
+                conn.execute("SELECT 1")
+            stats = pool.get_stats()
+            assert stats["pool_available"] == stats["pool_size"] == 2, stats
+    finally:
+        pool.close()
