@@ -9,6 +9,7 @@ what it was: a receipt, or the refusal's code.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections import Counter
@@ -96,6 +97,7 @@ def run_storm(url: str, n: int, rounds: int, advance: Callable[[], None]) -> dic
         for conn, _, _ in workers:
             conn.close()
     latencies = [s for r in results for s in r.pop("latencies")]
+    cpus = [r.pop("cpu") for r in results]
     return {
         "concurrent_confirms": n,
         "rounds": rounds,
@@ -103,6 +105,10 @@ def run_storm(url: str, n: int, rounds: int, advance: Callable[[], None]) -> dic
         "exactly_one_every_time": all(r["exactly_one"] for r in results),
         "answers": dict(sum((Counter(r["answers"]) for r in results), Counter())),
         "latency": summary_ms(latencies),
+        # The answering thread's own CPU: one interpreter runs one thread at a time, so
+        # a round's answers queue for about the sum of theirs.
+        "cpu_per_answer": summary_ms([c for per in cpus for c in per]),
+        "cpu_per_round_ms": round(statistics.median(sum(per) for per in cpus) * 1000, 1),
         "per_round": results,
     }
 
@@ -121,13 +127,15 @@ def _round(
     barrier = threading.Barrier(len(workers))
     answers: list[str] = [""] * len(workers)
     latencies = [0.0] * len(workers)
+    cpu = [0.0] * len(workers)
 
     def run(i: int) -> None:
         _, service, executor = workers[i]
         barrier.wait()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         answers[i] = _answer(service, executor, proposal_id)
         latencies[i] = time.perf_counter() - started
+        cpu[i] = time.thread_time() - cpu_started
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(workers))]
     for t in threads:
@@ -145,4 +153,5 @@ def _round(
         "exactly_one": executions == 1 and provider == 1 and refunded == REFUND_AMOUNT,
         "answers": dict(Counter(answers)),
         "latencies": latencies,
+        "cpu": cpu,
     }

@@ -30,6 +30,7 @@ FIGURES = [
     "counts.paths.writegate.statements_per_op", "counts.paths.baseline.round_trips_per_op",
     "counts.paths.ledger.server_and_driver_agree", "counts.meets_target",
     "storm.exactly_one_every_time", "storm.latency.median_ms", "storm.latency.p99_ms",
+    "storm.cpu_per_answer.median_ms", "storm.cpu_per_round_ms",
     "storage.per_operation.bytes_per_operation.writegate.total",
     "storage.per_operation.bytes_per_operation.baseline.checkpoints",
     "storage.one_thread.no_pruning.curve", "storage.one_thread.pruned.prune_cost.median_ms",
