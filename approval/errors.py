@@ -75,6 +75,14 @@ class InvalidTransition(WritegateError):
     default_message = "that status change is not allowed"
 
 
+def guard_gone(what: str) -> InvalidTransition:
+    """A write its caller expected to hold (`LedgerTx.expect_*`) found its guard gone:
+    the transaction fails, and nothing of it commits."""
+    return InvalidTransition(
+        f"{what} found its guard gone; nothing was committed", retry="decide and execute again"
+    )
+
+
 class InvalidDecision(WritegateError):
     code = "invalid_decision"
     default_message = "not a structured decision for this proposal"

@@ -23,7 +23,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from writegate.approval.errors import InvalidTransition
+from writegate.approval.errors import guard_gone
 from writegate.approval.models import (
     AuditRecord,
     Execution,
@@ -115,7 +115,7 @@ class HeldConfirmTx:
     ) -> None:
         """As `transition_proposal`: the decision's move is held the same way."""
         if not self.transition_proposal(proposal_id, expected, new, decided_by=decided_by):
-            raise InvalidTransition("the proposal's move found its guard gone")
+            raise guard_gone("the proposal's move")
 
     # -- tokens: the one just inserted is known; any change to it goes to the database
 

@@ -20,7 +20,7 @@ from psycopg import Connection, Cursor
 from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
-from writegate.approval.errors import InvalidTransition
+from writegate.approval.errors import guard_gone
 from writegate.approval.models import (
     AuditRecord,
     Execution,
@@ -173,7 +173,7 @@ class PgLedgerTx:
         (WG001, `InvalidTransition` from `PgLedgerStore.transaction`); nothing commits."""
         if not self._owns:
             if self._one(query, params) is None:
-                raise _guard_failed(what)
+                raise guard_gone(what)
             return
         self._held.append((sql.expect_one(query), {**params, "expect_what": what}))
 
@@ -183,7 +183,7 @@ class PgLedgerTx:
         `PgLedgerStore.transaction`); nothing commits. PostgreSQL only, as `fetch_one`."""
         if not self._owns:
             if self._one(query, params) is not None:
-                raise _guard_failed(what)
+                raise guard_gone(what)
             return
         self._held.append((sql.expect_none(query), {**params, "expect_what": what}))
 
@@ -438,12 +438,6 @@ class PgLedgerTx:
         self._later(sql.INSERT_AUDIT_SQL, _params(record))
 
 
-def _guard_failed(what: str) -> InvalidTransition:
-    return InvalidTransition(
-        f"{what} found its guard gone; nothing was committed", retry="decide and execute again"
-    )
-
-
 @contextmanager
 def _guards_mapped() -> Iterator[None]:
     """A held guarded write whose guard failed (WG001) leaves as `InvalidTransition`."""
@@ -452,7 +446,7 @@ def _guards_mapped() -> Iterator[None]:
     except psycopg.Error as exc:
         if exc.sqlstate != sql.EXPECTED_SQLSTATE:
             raise
-        raise _guard_failed("a guarded write") from exc
+        raise guard_gone("a guarded write") from exc
 
 
 class PgLedgerStore:

@@ -15,7 +15,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from writegate.approval.errors import InvalidTransition
+from writegate.approval.errors import InvalidTransition, guard_gone
 from writegate.approval.models import (
     AuditRecord,
     Execution,
@@ -174,7 +174,7 @@ class MemoryLedgerTx:
         self, proposal_id: str, new_hash: str, expires_at: datetime
     ) -> None:
         if not self.replace_token_hash(proposal_id, new_hash, expires_at):
-            raise InvalidTransition("the token's replacement found its guard gone")
+            raise guard_gone("the token's replacement")
 
     def consume_token(self, token_hash: str, execution_id: str) -> bool:
         token = self.s.tokens.get(token_hash)
@@ -198,7 +198,7 @@ class MemoryLedgerTx:
 
     def expect_insert_execution(self, execution: Execution) -> None:
         if not self.insert_execution(execution):
-            raise InvalidTransition("the execution's claim found its guard gone")
+            raise guard_gone("the execution's claim")
 
     def expect_transition_proposal(
         self,
@@ -209,7 +209,7 @@ class MemoryLedgerTx:
         decided_by: str | None = None,
     ) -> None:
         if not self.transition_proposal(proposal_id, expected, new, decided_by=decided_by):
-            raise InvalidTransition("the proposal's move found its guard gone")
+            raise guard_gone("the proposal's move")
 
     def insert_execution(self, execution: Execution) -> bool:
         if self.get_execution(request_key=execution.request_key):
