@@ -157,6 +157,12 @@ class PgLedgerTx:
         held, self._held = self._held, []
         if held and held[0][0] is _BEGIN:
             self._begun = True
+        if len(held) == 1 and not queries:
+            # A lone BEGIN or COMMIT is one round trip either way; as a pipeline it
+            # costs more client CPU (its enter, sync and exit) for nothing.
+            (query, params) = held[0]
+            cursor.execute(query, params, prepare=params is not None)
+            return []
         with self._conn.pipeline():  # one Sync at the end: one round trip for them all
             for held_query, held_params in held:
                 cursor.execute(held_query, held_params, prepare=held_params is not None)
