@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -165,6 +166,39 @@ def test_replay_matrix_each_refused_with_its_own_code_and_nothing_written(rt):
     with pytest.raises(errors.AlreadyConsumed):
         rt.executor.execute(ALICE, token)
     assert provider_refunds(rt, order_id) == 1
+
+
+REFUSALS_SQL = """
+SELECT status, error_code FROM wg_audit
+WHERE tenant_id = %s AND event = 'execute' AND status IN ('refused', 'duplicate')
+ORDER BY audit_id"""
+
+
+def refusals(rt: Runtime, who: Identity) -> list[tuple[str, str]]:
+    with rt.pool.connection() as conn:
+        rows = conn.execute(REFUSALS_SQL, (who.tenant_id,)).fetchall()
+    return [(row["status"], row["error_code"]) for row in rows]
+
+
+def test_each_refused_unknown_token_leaves_one_audit_row_with_its_code(rt):
+    who = Identity("user_42", "tenant_" + secrets.token_hex(4))
+    order_id = new_order(rt, owner=who)
+    proposal = propose_refund(rt, order_id, who=who)
+    first = confirm(rt, proposal, who).token
+    second = confirm(rt, proposal, who).token
+    with pytest.raises(errors.TokenUnknown):
+        rt.executor.execute(who, "wgt_forged")
+    with pytest.raises(errors.TokenReplaced):
+        rt.executor.execute(who, first, proposal_id=proposal.proposal_id)
+    assert rt.executor.execute(who, second, proposal_id=proposal.proposal_id).status == "succeeded"
+    with pytest.raises(errors.AlreadyConsumed):  # replaced, and the one run is done
+        rt.executor.execute(who, first, proposal_id=proposal.proposal_id)
+    assert refusals(rt, who) == [
+        ("refused", "token_unknown"),
+        ("refused", "token_replaced"),
+        ("duplicate", "already_consumed"),
+    ]
+    assert provider_refunds(rt, order_id) == 1 and ledger_count(rt, order_id) == 1
 
 
 def test_token_is_expired_at_exactly_its_expiry_on_the_server_clock(rt, ledger_db):
