@@ -63,7 +63,7 @@ from writegate.approval.retention import TombstoneLookup
 from writegate.approval.risk import requires_fresh_confirmation
 from writegate.approval.service import ApprovalService, Confirmation, new_id
 from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, acting_for
-from writegate.approval.store import LedgerTx
+from writegate.approval.store import LedgerReads, LedgerTx
 
 RUNNING = (ExecutionStatus.RUNNING,)
 
@@ -191,25 +191,59 @@ class Executor:
         operation: str | None,
     ) -> Receipt:
         started = time.perf_counter()
+        refusal: WritegateError | None = None
         try:
             with self.store.transaction() as tx:
-                proposal, spec, execution = self._claim(
-                    tx, identity, token, proposal_id, operation, started
-                )
+                peek = self._peek(tx, token, proposal_id)
+                if peek is None:  # nothing is written yet: say why, in this transaction
+                    refusal = self._refuse_unknown(
+                        tx, identity, token, proposal_id, operation, started
+                    )
+                else:
+                    proposal, spec, execution = self._claim(
+                        tx, identity, token, proposal_id, operation, started, peek=peek
+                    )
         except AlreadyConsumed as exc:
             return self._after_consumed(identity, exc, started)
-        except TokenUnknown as exc:
-            purged = self._purged(token) if token else None
-            refusal = purged or self._replaced(identity, proposal_id) or exc
-            if isinstance(refusal, AlreadyConsumed):  # audited there, as a duplicate
-                return self._after_consumed(identity, refusal, started)
-            self._audit_refusal(identity, token or "", proposal_id, operation, refusal, started)
-            raise refusal from None
+        except TokenUnknown:  # replaced after the peek, by a confirm racing this claim
+            with self.store.transaction() as tx:
+                refusal = self._refuse_unknown(tx, identity, token, proposal_id, operation, started)
         except WritegateError as exc:
             if not is_database_outage(exc):  # its audit row could not be written either
                 self._audit_refusal(identity, token or "", proposal_id, operation, exc, started)
             raise
+        if isinstance(refusal, AlreadyConsumed):  # audited there, as a duplicate
+            return self._after_consumed(identity, refusal, started)
+        if refusal is not None:
+            raise refusal
         return self._after_claim(identity, spec, proposal, execution, started)
+
+    def _refuse_unknown(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        token: str | None,
+        proposal_id: str | None,
+        operation: str | None,
+        started: float,
+    ) -> WritegateError:
+        """Why a token is unknown (purged, replaced, or never issued), audited in `tx`
+        unless it is a duplicate of a finished run, which `_after_consumed` audits."""
+        stone = (
+            self.tombstones.find_tombstone(tx, token_hash=hash_secret(token))
+            if self.tombstones is not None and token
+            else None
+        )
+        refusal = (
+            (stone.refusal() if stone is not None else None)
+            or self._replaced_in(tx, identity, proposal_id)
+            or TokenUnknown(proposal_id=proposal_id)
+        )
+        if not isinstance(refusal, AlreadyConsumed):
+            tx.insert_audit(
+                execution_refusal_audit(identity, proposal_id, operation, refusal, started)
+            )
+        return refusal
 
     def _after_claim(
         self,
@@ -230,14 +264,16 @@ class Executor:
             return execution_outcome(execution)
         return self._run_downstream(identity, spec, proposal, execution, started)
 
-    def _replaced(self, identity: Identity, proposal_id: str | None) -> WritegateError | None:
+    @staticmethod
+    def _replaced_in(
+        tx: LedgerReads, identity: Identity, proposal_id: str | None
+    ) -> WritegateError | None:
         """An unknown token for the caller's own confirmed proposal was replaced by a
         later confirm of the same proposal (a double click, a re-run node). Answer with
         where that proposal's one run stands, not with a bare `token_unknown`."""
         if proposal_id is None:
             return None
-        with self.store.reading() as tx:
-            proposal, execution = tx.get_proposal_and_execution(proposal_id)
+        proposal, execution = tx.get_proposal_and_execution(proposal_id)
         if proposal is None or (proposal.subject, proposal.tenant_id) != (
             identity.user_id,
             identity.tenant_id,
@@ -251,6 +287,14 @@ class Executor:
 
     # -- T1 ---------------------------------------------------------------------------
 
+    @staticmethod
+    def _peek(tx: LedgerTx, secret: str | None, proposal_id: str | None) -> Token | None:
+        """The token presented (its row, unlocked), or for `execute_confirmed` (no
+        secret) the proposal's own token row; None if there is none."""
+        if secret is None:
+            return tx.get_token_for_proposal(proposal_id) if proposal_id else None
+        return tx.get_token(hash_secret(secret)) if secret else None
+
     def _claim(
         self,
         tx: LedgerTx,
@@ -261,14 +305,13 @@ class Executor:
         started: float,
         *,
         held: Proposal | None = None,
+        peek: Token | None = None,
     ) -> tuple[Proposal, ToolSpec, Execution]:
         """T1. `held`: the proposal as this very transaction just confirmed it; its row
         and its token's are locked by this transaction already, so neither is read again.
+        `peek`: the token as `_peek` just read it in `tx`, if the caller did.
         """
-        if secret is None:  # execute_confirmed: the proposal's own token row
-            peek = tx.get_token_for_proposal(proposal_id) if proposal_id else None
-        else:
-            peek = tx.get_token(hash_secret(secret)) if secret else None
+        peek = peek or self._peek(tx, secret, proposal_id)
         if peek is None:
             raise TokenUnknown(proposal_id=proposal_id)
         hashed = peek.token_hash
@@ -499,14 +542,6 @@ class Executor:
                 time.perf_counter(),
             )
         return execution_outcome(execution)
-
-    def _purged(self, secret: str) -> WritegateError | None:
-        """The precise refusal for a token whose records the retention purge removed."""
-        if self.tombstones is None or not secret:
-            return None
-        with self.store.reading() as tx:
-            stone = self.tombstones.find_tombstone(tx, token_hash=hash_secret(secret))
-        return stone.refusal() if stone is not None else None
 
     # -- audit ------------------------------------------------------------------------
 
