@@ -16,7 +16,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from writegate.approval import tracing
 from writegate.approval.audit import (
@@ -74,6 +74,13 @@ class _TwoSteps(Exception):
 
 def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{new_id('w')}"
+
+
+class _Consumed(NamedTuple):
+    """A duplicate's run as `Executor._consumed_in` left it."""
+
+    execution: Execution
+    taken_over: bool  # it had failed retryably, and this request now runs it again
 
 
 class Executor:
@@ -192,6 +199,7 @@ class Executor:
     ) -> Receipt:
         started = time.perf_counter()
         refusal: WritegateError | None = None
+        consumed: _Consumed | None = None
         try:
             with self.store.transaction() as tx:
                 peek = self._peek(tx, token, proposal_id)
@@ -200,20 +208,27 @@ class Executor:
                         tx, identity, token, proposal_id, operation, started
                     )
                 else:
-                    proposal, spec, execution = self._claim(
-                        tx, identity, token, proposal_id, operation, started, peek=peek
-                    )
+                    try:
+                        proposal, spec, execution = self._claim(
+                            tx, identity, token, proposal_id, operation, started, peek=peek
+                        )
+                    except AlreadyConsumed as exc:  # refused before the claim's first write
+                        refusal = exc
+                if isinstance(refusal, AlreadyConsumed):
+                    consumed = self._consumed_in(tx, identity, refusal, started)
         except AlreadyConsumed as exc:
             return self._after_consumed(identity, exc, started)
         except TokenUnknown:  # replaced after the peek, by a confirm racing this claim
             with self.store.transaction() as tx:
                 refusal = self._refuse_unknown(tx, identity, token, proposal_id, operation, started)
+                if isinstance(refusal, AlreadyConsumed):
+                    consumed = self._consumed_in(tx, identity, refusal, started)
         except WritegateError as exc:
             if not is_database_outage(exc):  # its audit row could not be written either
                 self._audit_refusal(identity, token or "", proposal_id, operation, exc, started)
             raise
-        if isinstance(refusal, AlreadyConsumed):  # audited there, as a duplicate
-            return self._after_consumed(identity, refusal, started)
+        if isinstance(refusal, AlreadyConsumed):  # audited by _consumed_in, as a duplicate
+            return self._answer_consumed(identity, refusal, consumed)
         if refusal is not None:
             raise refusal
         return self._after_claim(identity, spec, proposal, execution, started)
@@ -228,7 +243,7 @@ class Executor:
         started: float,
     ) -> WritegateError:
         """Why a token is unknown (purged, replaced, or never issued), audited in `tx`
-        unless it is a duplicate of a finished run, which `_after_consumed` audits."""
+        unless it is a duplicate of a run, which `_consumed_in` audits."""
         stone = (
             self.tombstones.find_tombstone(tx, token_hash=hash_secret(token))
             if self.tombstones is not None and token
@@ -310,6 +325,9 @@ class Executor:
         """T1. `held`: the proposal as this very transaction just confirmed it; its row
         and its token's are locked by this transaction already, so neither is read again.
         `peek`: the token as `_peek` just read it in `tx`, if the caller did.
+
+        It refuses with `AlreadyConsumed` only before its first write, so that a caller
+        may answer the duplicate in the same transaction (`_execute_traced`).
         """
         peek = peek or self._peek(tx, secret, proposal_id)
         if peek is None:
@@ -510,37 +528,48 @@ class Executor:
         else is reported, never re-run. Each such duplicate is audited, which is what
         the duplicate-request metric counts.
         """
-        execution_id = exc.details.get("execution_id")
         with self.store.transaction() as tx:
-            execution = tx.get_execution(execution_id=execution_id) if execution_id else None
-            if execution is None or execution.subject != identity.user_id:
-                raise exc
-            tx.insert_audit(duplicate_audit(identity, execution, started))
-            claimed = None
-            if execution.status is ExecutionStatus.FAILED_RETRYABLE:
-                claimed = tx.transition_execution(
-                    execution.execution_id,
-                    (ExecutionStatus.FAILED_RETRYABLE,),
-                    ExecutionStatus.RUNNING,
-                    lease_owner=self.owner,
-                    lease_seconds=self.retry.lease.total_seconds(),
-                    count_attempt=True,
-                )
-                execution = claimed or execution
+            consumed = self._consumed_in(tx, identity, exc, started)
+        return self._answer_consumed(identity, exc, consumed)
+
+    def _consumed_in(
+        self, tx: LedgerTx, identity: Identity, exc: AlreadyConsumed, started: float
+    ) -> _Consumed | None:
+        """`_after_consumed`'s writes, in `tx`: the duplicate's audit row, and the run
+        taken over if it failed retryably. None, writing nothing, if the run is not the
+        caller's to hear about."""
+        execution_id = exc.details.get("execution_id")
+        execution = tx.get_execution(execution_id=execution_id) if execution_id else None
+        if execution is None or execution.subject != identity.user_id:
+            return None
+        tx.insert_audit(duplicate_audit(identity, execution, started))
+        claimed = None
+        if execution.status is ExecutionStatus.FAILED_RETRYABLE:
+            claimed = tx.transition_execution(
+                execution.execution_id,
+                (ExecutionStatus.FAILED_RETRYABLE,),
+                ExecutionStatus.RUNNING,
+                lease_owner=self.owner,
+                lease_seconds=self.retry.lease.total_seconds(),
+                count_attempt=True,
+            )
+        return _Consumed(claimed or execution, claimed is not None)
+
+    def _answer_consumed(
+        self, identity: Identity, exc: AlreadyConsumed, consumed: _Consumed | None
+    ) -> Receipt:
+        """After `_consumed_in` committed: the first result, or the run resumed."""
+        if consumed is None:
+            raise exc
+        execution = consumed.execution
         if execution.status is ExecutionStatus.SUCCEEDED:
             exc.details["receipt"] = execution_outcome(execution).to_dict()
             raise exc
-        if claimed is not None:
+        if consumed.taken_over:
             # Only the request that just took it over resumes it. A running execution
             # under our own lease is another thread of this executor, still in flight.
             spec = self.service.spec_for(execution.operation)
-            return self._run_downstream(
-                identity,
-                spec,
-                None,
-                execution,
-                time.perf_counter(),
-            )
+            return self._run_downstream(identity, spec, None, execution, time.perf_counter())
         return execution_outcome(execution)
 
     # -- audit ------------------------------------------------------------------------
