@@ -193,6 +193,8 @@ class ThreadLock:
         self._unlock_sql = sql.THREAD_UNLOCK_SHARED_SQL if shared else sql.THREAD_UNLOCK_SQL
         self._pool = pool
         self._conn: Connection[DictRow] | None = conn
+        self._held = False  # the advisory lock may be ours: release unlocks it
+        self._timed = False  # lock_timeout was set on the session: release resets it
         try:
             self._acquire(conn, thread_id, wait_s)
         except BaseException:
@@ -200,15 +202,21 @@ class ThreadLock:
             raise
 
     def _acquire(self, conn: Connection[DictRow], thread_id: str, wait_s: float) -> None:
+        # Held unless the server said it was not granted: a statement that failed any
+        # other way may have taken it, and release() must then unlock it.
+        self._held = True
         if wait_s <= 0:
             row = conn.execute(self._try_sql, (self.key,)).fetchone()
             if not (row and row["ok"]):
+                self._held = False
                 raise InProgress("another request is running this thread", thread_id=thread_id)
             return
+        self._timed = True
         conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
         try:
             conn.execute(self._lock_sql, (self.key,))
         except LockNotAvailable as exc:
+            self._held = False
             raise InProgress(
                 "another request is still running this thread", thread_id=thread_id
             ) from exc
@@ -217,11 +225,14 @@ class ThreadLock:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        # Unlock first so a waiter gets the lock at once. A session whose unlock or reset
-        # fails is closed instead (which releases the lock); the pool then replaces it.
+        # Unlock first so a waiter gets the lock at once; only what was taken is undone
+        # (unlocking a lock not held draws a server WARNING). A session whose unlock or
+        # reset fails is closed instead (which releases the lock); the pool replaces it.
         try:
-            conn.execute(self._unlock_sql, (self.key,))
-            conn.execute(sql.RESET_LOCK_TIMEOUT_SQL)
+            if self._held:
+                conn.execute(self._unlock_sql, (self.key,))
+            if self._timed:
+                conn.execute(sql.RESET_LOCK_TIMEOUT_SQL)
         except psycopg.Error:
             conn.close()
         self._pool.putconn(conn)

@@ -1,0 +1,59 @@
+"""The thread lock's session (checkpoints/http_store.ThreadLock): a busy thread is
+answered without touching a lock it never held, and a lock that waited leaves its
+session as it found it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from writegate.approval.errors import InProgress
+from writegate.checkpoints.http_store import LOCK_NAMESPACE, HttpStore
+from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.pool import open_pool
+
+LOCK_TIMEOUT_SQL = "SELECT current_setting('lock_timeout') AS v"
+
+
+@pytest.fixture
+def store(create_database: Callable[[], str]) -> Iterator[HttpStore]:
+    url = create_database()
+    setup_database(url)
+    pool = open_pool(url, max_size=2)
+    store = HttpStore(pool, url, lock_connections=1)  # one session: every lock reuses it
+    yield store
+    store.close()
+    pool.close()
+
+
+def _notices(store: HttpStore) -> list[str]:
+    """The server's notices on the lock pool's one session, from now on."""
+    heard: list[str] = []
+    with store.lock_pool.connection() as conn:
+        conn.add_notice_handler(lambda diag: heard.append(str(diag.message_primary)))
+    return heard
+
+
+def test_a_busy_thread_is_refused_without_unlocking_what_it_never_held(
+    store: HttpStore,
+) -> None:
+    heard = _notices(store)
+    with psycopg.connect(store.url, autocommit=True) as other:
+        key = LOCK_NAMESPACE + "th_busy"
+        other.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+        for shared in (False, True):
+            with pytest.raises(InProgress):
+                store.lock_thread("th_busy", wait_s=0, shared=shared)
+    assert heard == []  # an unlock of a lock not held draws a WARNING from the server
+
+
+def test_a_lock_that_waited_leaves_its_session_with_the_default_lock_timeout(
+    store: HttpStore,
+) -> None:
+    with store.lock_pool.connection() as conn:
+        default = conn.execute(LOCK_TIMEOUT_SQL).fetchone()["v"]  # type: ignore[index]
+    store.lock_thread("th_wait", wait_s=1.5).release()
+    with store.lock_pool.connection() as conn:
+        assert conn.execute(LOCK_TIMEOUT_SQL).fetchone()["v"] == default  # type: ignore[index]
