@@ -315,9 +315,18 @@ class ApprovalService:
         self, identity: Identity, proposal_id: str
     ) -> tuple[Proposal, Execution | None]:
         """One's own proposal and its execution, if it ran, read together."""
+        proposal, execution, _ = self.proposal_execution_and_now(identity, proposal_id)
+        return proposal, execution
+
+    def proposal_execution_and_now(
+        self, identity: Identity, proposal_id: str
+    ) -> tuple[Proposal, Execution | None, datetime]:
+        """`proposal_and_execution`, and the ledger's clock as of that read (brought
+        along with it, without a statement of its own)."""
         with self.store.reading() as tx:
             proposal, execution = tx.get_proposal_and_execution(proposal_id)
-        return self._mine(identity, proposal, proposal_id), execution
+            mine = self._mine(identity, proposal, proposal_id)
+            return mine, execution, tx.now()
 
     def decide(
         self, identity: Identity, decision: Confirm | Decline | Cancel | Edit

@@ -68,8 +68,12 @@ WHERE tenant_id = %s AND subject = %s
 ORDER BY created_at DESC, proposal_id
 LIMIT %s"""
 
+# Each with its execution's id, if it ran (one at most: wg_executions.proposal_id is unique).
 LIST_THREAD_PROPOSALS_SQL = f"""
-SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
+SELECT {PROPOSAL_COLUMNS},
+    (SELECT e.execution_id FROM wg_executions e
+     WHERE e.proposal_id = wg_proposals.proposal_id) AS execution_id
+FROM wg_proposals
 WHERE thread_id = %s AND tenant_id = %s AND subject = %s
 ORDER BY created_at, proposal_id"""
 

@@ -111,6 +111,7 @@ class HttpStore:
         return self._all(sql.LIST_RECENT_SQL, (identity.tenant_id, identity.user_id, limit))
 
     def thread_proposals(self, identity: Identity, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's proposals, oldest first, each with its `execution_id` (or None)."""
         params = (thread_id, identity.tenant_id, identity.user_id)
         return self._all(sql.LIST_THREAD_PROPOSALS_SQL, params)
 

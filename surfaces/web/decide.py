@@ -160,8 +160,7 @@ class Decisions:
         """What the ledger says now about this proposal, for this action; `questions`: its
         thread's open questions, as the caller last read them under the thread's lock."""
         pid, action = value["proposal_id"], value["action"]
-        proposal, execution = self.rt.service.proposal_and_execution(identity, pid)
-        now = self.store.now()
+        proposal, execution, now = self.rt.service.proposal_execution_and_now(identity, pid)
         question = questions.get(pid)
         view = approval_view(
             proposal_row(proposal),

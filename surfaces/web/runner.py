@@ -143,14 +143,13 @@ class Runner:
         rows = self.store.thread_proposals(identity, thread_id)
         if questions is None:
             questions = self.questions(self.config(identity, thread_id)) if rows else {}
-        executions = self.store.execution_ids([row["proposal_id"] for row in rows])
         now = self.store.now() if now is None else now
         return [
             approval_view(
                 row,
                 now,
                 question=questions.get(row["proposal_id"], ("", None))[1],
-                execution_id=executions.get(row["proposal_id"]),
+                execution_id=row["execution_id"],
             )
             for row in rows
         ]

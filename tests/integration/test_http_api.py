@@ -126,6 +126,7 @@ def test_message_to_proposal_to_confirm_to_receipt(
     assert receipt.json() == result["receipt"]
     view = client.get(f"/v1/threads/{thread}", headers=alice).json()
     assert [a["status"] for a in view["approvals"]] == ["executed"] and view["pending"] == []
+    assert [a["execution_id"] for a in view["approvals"]] == [result["receipt"]["execution_id"]]
     audit = client.get("/v1/audit", headers=alice, params={"proposal_id": pid}).json()["rows"]
     assert {"propose", "decide", "execute"} <= {row["event"] for row in audit}
 
