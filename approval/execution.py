@@ -216,8 +216,6 @@ class Executor:
                         refusal = exc
                 if isinstance(refusal, AlreadyConsumed):
                     consumed = self._consumed_in(tx, identity, refusal, started)
-        except AlreadyConsumed as exc:
-            return self._after_consumed(identity, exc, started)
         except TokenUnknown:  # replaced after the peek, by a confirm racing this claim
             with self.store.transaction() as tx:
                 refusal = self._refuse_unknown(tx, identity, token, proposal_id, operation, started)
@@ -225,7 +223,7 @@ class Executor:
                     consumed = self._consumed_in(tx, identity, refusal, started)
         except WritegateError as exc:
             if not is_database_outage(exc):  # its audit row could not be written either
-                self._audit_refusal(identity, token or "", proposal_id, operation, exc, started)
+                self._audit_refusal(identity, proposal_id, operation, exc, started)
             raise
         if isinstance(refusal, AlreadyConsumed):  # audited by _consumed_in, as a duplicate
             return self._answer_consumed(identity, refusal, consumed)
@@ -521,23 +519,14 @@ class Executor:
 
     # -- replays ----------------------------------------------------------------------
 
-    def _after_consumed(self, identity: Identity, exc: AlreadyConsumed, started: float) -> Receipt:
-        """A second use of a consumed token by its own subject: report the first result.
-
-        A failed_retryable execution is resumed with the same request key; anything
-        else is reported, never re-run. Each such duplicate is audited, which is what
-        the duplicate-request metric counts.
-        """
-        with self.store.transaction() as tx:
-            consumed = self._consumed_in(tx, identity, exc, started)
-        return self._answer_consumed(identity, exc, consumed)
-
     def _consumed_in(
         self, tx: LedgerTx, identity: Identity, exc: AlreadyConsumed, started: float
     ) -> _Consumed | None:
-        """`_after_consumed`'s writes, in `tx`: the duplicate's audit row, and the run
-        taken over if it failed retryably. None, writing nothing, if the run is not the
-        caller's to hear about."""
+        """A second use of a consumed token by its own subject, in `tx`: the duplicate's
+        audit row (what the duplicate-request metric counts), and the run taken over if it
+        failed retryably, to be resumed with the same request key; anything else is
+        reported, never re-run (`_answer_consumed`). None, writing nothing, if the run is
+        not the caller's to hear about."""
         execution_id = exc.details.get("execution_id")
         execution = tx.get_execution(execution_id=execution_id) if execution_id else None
         if execution is None or execution.subject != identity.user_id:
@@ -577,7 +566,6 @@ class Executor:
     def _audit_refusal(
         self,
         identity: Identity,
-        secret: str,
         proposal_id: str | None,
         operation: str | None,
         exc: WritegateError,

@@ -18,14 +18,13 @@ def storm_table(r: dict[str, Any]) -> Table:
         f"one proposal, {s['rounds']} rounds"
     )
     _storm_row(t, "executions per round", s["executions_per_round"], s)
-    if "cpu_per_answer" in s:
-        c = s["cpu_per_answer"]
-        t.caption = (
-            f"CPU of each answer's own thread: p50 {c['median_ms']:.2f} ms, p99 "
-            f"{c['p99_ms']:.2f} ms; a round's {s['concurrent_confirms']} answers take "
-            f"{s['cpu_per_round_ms']:.0f} ms of it (median of rounds), and one interpreter "
-            "runs one thread's Python at a time."
-        )
+    c = s["cpu_per_answer"]
+    t.caption = (
+        f"CPU of each answer's own thread: p50 {c['median_ms']:.2f} ms, p99 "
+        f"{c['p99_ms']:.2f} ms; a round's {s['concurrent_confirms']} answers take "
+        f"{s['cpu_per_round_ms']:.0f} ms of it (median of rounds), and one interpreter "
+        "runs one thread's Python at a time."
+    )
     return t
 
 

@@ -92,8 +92,7 @@ def build_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
              [max(storm["executions_per_round"]), storm_p99], "1 / < 100 ms", "",
              storm["exactly_one_every_time"] and storm_p99 < 100,
              f"one interpreter: its answers' own CPU is {storm['cpu_per_round_ms']:.0f} ms "
-             f"per round (p50 {storm['cpu_per_answer']['median_ms']:.2f} ms per answer)"
-             if "cpu_per_answer" in storm else ""),
+             f"per round (p50 {storm['cpu_per_answer']['median_ms']:.2f} ms per answer)"),
         _http_storm_row(r.get("http_storm") or {}),
     ]  # fmt: skip
     return rows

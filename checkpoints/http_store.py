@@ -194,7 +194,9 @@ class ThreadLock:
         self._unlock_sql = sql.THREAD_UNLOCK_SHARED_SQL if shared else sql.THREAD_UNLOCK_SQL
         self._pool = pool
         self._conn: Connection[DictRow] | None = conn
-        self._held = False  # the advisory lock may be ours: release unlocks it
+        # Held unless the server said it was not granted: a statement that failed any
+        # other way may have taken it, and release() must then unlock it.
+        self._held = True
         self._timed = False  # lock_timeout was set on the session: release resets it
         try:
             self._acquire(conn, thread_id, wait_s)
@@ -203,9 +205,6 @@ class ThreadLock:
             raise
 
     def _acquire(self, conn: Connection[DictRow], thread_id: str, wait_s: float) -> None:
-        # Held unless the server said it was not granted: a statement that failed any
-        # other way may have taken it, and release() must then unlock it.
-        self._held = True
         if wait_s <= 0:
             row = conn.execute(self._try_sql, (self.key,)).fetchone()
             if not (row and row["ok"]):
