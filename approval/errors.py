@@ -56,6 +56,15 @@ class NotFound(WritegateError):
     default_message = "no such resource for this user"
 
 
+class ForeignCall(NotFound):
+    """A run reached a tool call whose proposal is someone else's: another user, or the
+    same user id in another tenant, resuming the owner's thread. Answered like any
+    proposal that is not one's own, and naming nothing of it; the run stops there, so
+    the owner's question stands."""
+
+    default_message = "no such tool call for this user"
+
+
 class Forbidden(WritegateError):
     code = "forbidden"
     default_message = "this user may not do that"

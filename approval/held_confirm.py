@@ -76,8 +76,9 @@ class HeldConfirmTx:
         *,
         decided_by: str | None = None,
         superseded_by: str | None = None,
+        reason: str | None = None,
     ) -> bool:
-        plain = superseded_by is None
+        plain = superseded_by is None and reason is None
         if (
             plain
             and self.held is None
@@ -102,7 +103,12 @@ class HeldConfirmTx:
             return True
         self.flush()
         return self.tx.transition_proposal(
-            proposal_id, expected, new, decided_by=decided_by, superseded_by=superseded_by
+            proposal_id,
+            expected,
+            new,
+            decided_by=decided_by,
+            superseded_by=superseded_by,
+            reason=reason,
         )
 
     def expect_transition_proposal(
@@ -112,9 +118,12 @@ class HeldConfirmTx:
         new: ProposalStatus,
         *,
         decided_by: str | None = None,
+        reason: str | None = None,
     ) -> None:
         """As `transition_proposal`: the decision's move is held the same way."""
-        if not self.transition_proposal(proposal_id, expected, new, decided_by=decided_by):
+        if not self.transition_proposal(
+            proposal_id, expected, new, decided_by=decided_by, reason=reason
+        ):
             raise guard_gone("the proposal's move")
 
     # -- tokens: the one just inserted is known; any change to it goes to the database

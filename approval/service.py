@@ -25,6 +25,7 @@ from writegate.approval.canonical import (
 from writegate.approval.decisions import Cancel, Confirm, Decline, Edit
 from writegate.approval.errors import (
     AlreadyConsumed,
+    ForeignCall,
     IdempotencyConflict,
     InProgress,
     InvalidTransition,
@@ -135,10 +136,12 @@ class ApprovalService:
         tool_call_id: str,
         tool_name: str,
         raw_args: dict[str, Any],
+        message_id: str = "",
     ) -> Proposal:
         """Freeze one write request as a proposal awaiting a person's confirmation.
 
-        Idempotent per (thread, tool call): a re-run node gets the same proposal back.
+        Idempotent per call (thread, model message, tool-call id): a re-run node gets
+        the same proposal back; the same id in a later message is a new request.
         A retried call with a new tool-call id but the same arguments gets the proposal
         that is still open for them, so a retry never asks for (and runs) a second one.
         """
@@ -154,7 +157,7 @@ class ApprovalService:
                 # One statement, without a transaction around it: a re-run (every resume
                 # re-runs the gate) finds its proposal; a new call, what it must check.
                 found = self.store.look_up_call(
-                    identity.tenant_id, thread_id, tool_call_id, fingerprint
+                    identity.tenant_id, thread_id, tool_call_id, fingerprint, message_id=message_id
                 )
                 if found.same_call is not None:
                     proposal = self._same_call(identity, found.same_call, tool_call_id, fingerprint)
@@ -171,12 +174,17 @@ class ApprovalService:
                                 fingerprint,
                                 found,
                                 started,
+                                message_id=message_id,
                             )
                     except InvalidTransition:
                         # A concurrent twin of this node inserted the call's proposal
                         # first: this transaction wrote nothing; the twin's is the answer.
                         twin = self.store.look_up_call(
-                            identity.tenant_id, thread_id, tool_call_id, fingerprint
+                            identity.tenant_id,
+                            thread_id,
+                            tool_call_id,
+                            fingerprint,
+                            message_id=message_id,
                         ).same_call
                         if twin is None:
                             raise  # not a twin: the failure as it was
@@ -188,9 +196,13 @@ class ApprovalService:
                 )
                 return proposal
             except WritegateError as exc:
-                self._audit_failure(
-                    identity, thread_id, tool_name, "propose", raw_args, exc, started
+                # Someone else's call: its arguments are the owner's, not the caller's to keep.
+                args = (
+                    {"_withheld": "another user's call"}
+                    if isinstance(exc, ForeignCall)
+                    else raw_args
                 )
+                self._audit_failure(identity, thread_id, tool_name, "propose", args, exc, started)
                 raise
 
     @staticmethod
@@ -198,14 +210,10 @@ class ApprovalService:
         identity: Identity, same_call: Proposal, tool_call_id: str, fingerprint: str
     ) -> Proposal:
         """The proposal already made for this tool call, if it is this request's."""
-        if same_call.subject != identity.user_id:
-            # Someone else's question (another user resuming the thread): the
-            # ownership rule answers as for any proposal not one's own.
-            raise NotFound(
-                "no such proposal for this user",
-                proposal_id=same_call.proposal_id,
-                tool_call_id=tool_call_id,
-            )
+        if (same_call.subject, same_call.tenant_id) != (identity.user_id, identity.tenant_id):
+            # Someone else's question (another user, or the same user id in another
+            # tenant, resuming the thread): refused naming nothing of it.
+            raise ForeignCall()
         if same_call.fingerprint != fingerprint:
             raise IdempotencyConflict(
                 "this tool-call id was already used for a different request",
@@ -225,6 +233,8 @@ class ApprovalService:
         fingerprint: str,
         found: CallLookup,
         started: float,
+        *,
+        message_id: str = "",
     ) -> Proposal:
         """A new proposal for the call, after `found`, the call's lookup. Should a
         concurrent twin insert one meanwhile, the insert fails this transaction
@@ -262,6 +272,7 @@ class ApprovalService:
             proposal_id=proposal_id,
             thread_id=thread_id,
             tool_call_id=tool_call_id,
+            message_id=message_id,
             subject=identity.user_id,
             tenant_id=identity.tenant_id,
             operation=spec.name,
@@ -403,12 +414,14 @@ class ApprovalService:
         if isinstance(decision, Edit):
             return self._edit(tx, identity, proposal, decision.args, started)
         new = ProposalStatus.DECLINED if isinstance(decision, Decline) else ProposalStatus.CANCELLED
+        reason = decision.reason if isinstance(decision, Decline) else None
         self._require_pending(proposal)
         tx.expect_transition_proposal(
-            proposal.proposal_id, proposal.status, new, decided_by=identity.user_id
+            proposal.proposal_id, proposal.status, new, decided_by=identity.user_id, reason=reason
         )
-        tx.insert_audit(decision_audit(identity, proposal, new.value, started))
-        return Ended(replace(proposal, status=new))
+        said = {"person_said": reason} if reason else None
+        tx.insert_audit(decision_audit(identity, proposal, new.value, started, result=said))
+        return Ended(replace(proposal, status=new, decision_reason=reason))
 
     def _confirm(
         self,
@@ -525,9 +538,24 @@ class ApprovalService:
         args = spec.normalize(raw_args)
         fingerprint = request_fingerprint(identity.tenant_id, spec.name, args)
         new_call = f"{proposal.tool_call_id}#edit:{proposal.proposal_id}"
-        found = tx.look_up_call(identity.tenant_id, proposal.thread_id, new_call, fingerprint)
+        found = tx.look_up_call(
+            identity.tenant_id,
+            proposal.thread_id,
+            new_call,
+            fingerprint,
+            message_id=proposal.message_id,
+        )
         edited = self._propose_in(
-            tx, identity, spec, proposal.thread_id, new_call, args, fingerprint, found, started
+            tx,
+            identity,
+            spec,
+            proposal.thread_id,
+            new_call,
+            args,
+            fingerprint,
+            found,
+            started,
+            message_id=proposal.message_id,
         )
         if edited.proposal_id == proposal.proposal_id:
             return proposal  # an edit that changes nothing keeps the question as it is

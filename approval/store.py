@@ -38,6 +38,12 @@ class LedgerReads(Protocol):
         ...
 
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None: ...
+    def get_call_proposal(
+        self, thread_id: str, message_id: str, tool_call_id: str
+    ) -> Proposal | None:
+        """The proposal made for one tool call of one model message, if any."""
+        ...
+
     def get_proposal_and_execution(
         self, proposal_id: str
     ) -> tuple[Proposal | None, Execution | None]:
@@ -78,6 +84,7 @@ class LedgerTx(LedgerReads, Protocol):
         *,
         decided_by: str | None = None,
         superseded_by: str | None = None,
+        reason: str | None = None,
     ) -> bool: ...
 
     def expect_transition_proposal(
@@ -87,6 +94,7 @@ class LedgerTx(LedgerReads, Protocol):
         new: ProposalStatus,
         *,
         decided_by: str | None = None,
+        reason: str | None = None,
     ) -> None:
         """`transition_proposal` for a caller that knows its guard holds: it may be sent
         with a later statement or the commit. Should the guard fail after all, the
@@ -137,7 +145,13 @@ class LedgerTx(LedgerReads, Protocol):
         count_attempt: bool = False,
     ) -> Execution | None: ...
     def look_up_call(
-        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tool_call_id: str,
+        fingerprint: str,
+        *,
+        message_id: str = "",
     ) -> CallLookup:
         """`LedgerStore.look_up_call` inside this transaction (an edit's new proposal)."""
         ...
@@ -173,9 +187,16 @@ class LedgerStore(Protocol):
         ...
 
     def look_up_call(
-        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tool_call_id: str,
+        fingerprint: str,
+        *,
+        message_id: str = "",
     ) -> CallLookup:
-        """The call's proposal, or what a new proposal for it must check first; read on
+        """The call's proposal (the call `tool_call_id` of the model message `message_id`
+        in the thread), or what a new proposal for it must check first; read on
         its own (one statement, no transaction: none of it is locked, so a transaction
         at read committed would see no more)."""
         ...

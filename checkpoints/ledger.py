@@ -241,6 +241,12 @@ class PgLedgerTx:
             )[0]
         )
 
+    def get_call_proposal(
+        self, thread_id: str, message_id: str, tool_call_id: str
+    ) -> Proposal | None:
+        params = (thread_id, message_id, tool_call_id)
+        return _proposal(self._one(sql.SELECT_CALL_PROPOSAL_SQL, params))
+
     def get_proposal_and_execution(
         self, proposal_id: str
     ) -> tuple[Proposal | None, Execution | None]:
@@ -262,12 +268,19 @@ class PgLedgerTx:
         return _proposal(proposal), _execution(execution)
 
     def look_up_call(
-        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tool_call_id: str,
+        fingerprint: str,
+        *,
+        message_id: str = "",
     ) -> CallLookup:
         params = {
             "tenant_id": tenant_id,
             "thread_id": thread_id,
             "tool_call_id": tool_call_id,
+            "message_id": message_id,
             "fingerprint": fingerprint,
             "now": self._peek_now(),  # None: the statement's own now()
         }
@@ -296,8 +309,9 @@ class PgLedgerTx:
         *,
         decided_by: str | None = None,
         superseded_by: str | None = None,
+        reason: str | None = None,
     ) -> bool:
-        params = self._move(proposal_id, expected, new, decided_by, superseded_by)
+        params = self._move(proposal_id, expected, new, decided_by, superseded_by, reason)
         return self._one(sql.TRANSITION_PROPOSAL_SQL, params) is not None
 
     def expect_transition_proposal(
@@ -307,8 +321,9 @@ class PgLedgerTx:
         new: ProposalStatus,
         *,
         decided_by: str | None = None,
+        reason: str | None = None,
     ) -> None:
-        params = self._move(proposal_id, expected, new, decided_by, None)
+        params = self._move(proposal_id, expected, new, decided_by, None, reason)
         self._expect(sql.TRANSITION_PROPOSAL_SQL, params, "the proposal's move")
 
     def _move(
@@ -318,6 +333,7 @@ class PgLedgerTx:
         new: ProposalStatus,
         decided_by: str | None,
         superseded_by: str | None,
+        reason: str | None,
     ) -> dict[str, Any]:
         return {
             "proposal_id": proposal_id,
@@ -325,6 +341,7 @@ class PgLedgerTx:
             "new": new.value,
             "decided_by": decided_by,
             "superseded_by": superseded_by,
+            "reason": reason,
             "now": self.now(),
         }
 
@@ -482,10 +499,18 @@ class PgLedgerStore:
             yield PgLedgerTx(conn, self.clock, owns=False)
 
     def look_up_call(
-        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tool_call_id: str,
+        fingerprint: str,
+        *,
+        message_id: str = "",
     ) -> CallLookup:
         with self.reading() as reads:
-            return reads.look_up_call(tenant_id, thread_id, tool_call_id, fingerprint)
+            return reads.look_up_call(
+                tenant_id, thread_id, tool_call_id, fingerprint, message_id=message_id
+            )
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         params = {

@@ -15,7 +15,8 @@ NOW_SQL = "SELECT now() AS now"
 PROPOSAL_COLUMNS = """proposal_id, thread_id, tool_call_id, subject, tenant_id, operation,
     resource, args, args_digest, fingerprint, state_version, preview, policy_version,
     request_key, status, superseded_by, decided_by, decided_at, created_at, expires_at,
-    tier, risk, second_approver, second_approved_at, revoked_by, revoked_at, digest_scheme"""
+    tier, risk, second_approver, second_approved_at, revoked_by, revoked_at, digest_scheme,
+    message_id, decision_reason"""
 
 INSERT_PROPOSAL_SQL = f"""
 INSERT INTO wg_proposals ({PROPOSAL_COLUMNS})
@@ -24,11 +25,15 @@ VALUES (%(proposal_id)s, %(thread_id)s, %(tool_call_id)s, %(subject)s, %(tenant_
     %(state_version)s, %(preview)s, %(policy_version)s, %(request_key)s, %(status)s,
     %(superseded_by)s, %(decided_by)s, %(decided_at)s, %(created_at)s, %(expires_at)s,
     %(tier)s, %(risk)s, %(second_approver)s, %(second_approved_at)s, %(revoked_by)s,
-    %(revoked_at)s, %(digest_scheme)s)
-ON CONFLICT (thread_id, tool_call_id) DO NOTHING
+    %(revoked_at)s, %(digest_scheme)s, %(message_id)s, %(decision_reason)s)
+ON CONFLICT (thread_id, message_id, tool_call_id) DO NOTHING
 RETURNING proposal_id"""
 
 SELECT_PROPOSAL_SQL = f"SELECT {PROPOSAL_COLUMNS} FROM wg_proposals WHERE proposal_id = %s"
+
+SELECT_CALL_PROPOSAL_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM wg_proposals
+WHERE thread_id = %s AND message_id = %s AND tool_call_id = %s"""
 
 # The same read with the transaction's clock beside the row: now() is the start of the
 # transaction whichever statement reads it, so the first read of a transaction brings it
@@ -41,7 +46,8 @@ UPDATE wg_proposals
 SET status = %(new)s,
     decided_by = COALESCE(%(decided_by)s, decided_by),
     decided_at = CASE WHEN %(decided_by)s::text IS NULL THEN decided_at ELSE %(now)s END,
-    superseded_by = COALESCE(%(superseded_by)s, superseded_by)
+    superseded_by = COALESCE(%(superseded_by)s, superseded_by),
+    decision_reason = COALESCE(%(reason)s, decision_reason)
 WHERE proposal_id = %(proposal_id)s AND status = %(expected)s
 RETURNING proposal_id"""
 
@@ -128,7 +134,8 @@ SELECT now() AS tx_now, c.*, e.*
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
     (SELECT true AS same_call, {PROPOSAL_COLUMNS} FROM wg_proposals
-     WHERE thread_id = %(thread_id)s AND tool_call_id = %(tool_call_id)s)
+     WHERE thread_id = %(thread_id)s AND tool_call_id = %(tool_call_id)s
+       AND message_id = %(message_id)s)
     UNION ALL
     (SELECT false, {PROPOSAL_COLUMNS} FROM wg_proposals
      WHERE thread_id = %(thread_id)s AND fingerprint = %(fingerprint)s

@@ -59,13 +59,18 @@ class MemoryLedgerTx:
         return self._now
 
     def _insert_proposal(self, proposal: Proposal) -> Proposal | None:
-        if self._proposal_by_call(proposal.thread_id, proposal.tool_call_id):
+        if self._proposal_by_call(proposal.thread_id, proposal.tool_call_id, proposal.message_id):
             return None
         self.s.proposals[proposal.proposal_id] = proposal
         return proposal
 
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None:
         return self.s.proposals.get(proposal_id)
+
+    def get_call_proposal(
+        self, thread_id: str, message_id: str, tool_call_id: str
+    ) -> Proposal | None:
+        return self._proposal_by_call(thread_id, tool_call_id, message_id)
 
     def get_proposal_and_execution(
         self, proposal_id: str
@@ -78,12 +83,15 @@ class MemoryLedgerTx:
             return None, None
         return proposal, self.get_execution(request_key=proposal.request_key)
 
-    def _proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
+    def _proposal_by_call(
+        self, thread_id: str, tool_call_id: str, message_id: str
+    ) -> Proposal | None:
         return next(
             (
                 p
                 for p in self.s.proposals.values()
-                if (p.thread_id, p.tool_call_id) == (thread_id, tool_call_id)
+                if (p.thread_id, p.tool_call_id, p.message_id)
+                == (thread_id, tool_call_id, message_id)
             ),
             None,
         )
@@ -109,6 +117,7 @@ class MemoryLedgerTx:
         *,
         decided_by: str | None = None,
         superseded_by: str | None = None,
+        reason: str | None = None,
     ) -> bool:
         p = self.s.proposals.get(proposal_id)
         if p is None or p.status is not expected:
@@ -119,6 +128,7 @@ class MemoryLedgerTx:
             decided_by=decided_by or p.decided_by,
             decided_at=self._now if decided_by else p.decided_at,
             superseded_by=superseded_by or p.superseded_by,
+            decision_reason=reason or p.decision_reason,
         )
         return True
 
@@ -207,8 +217,11 @@ class MemoryLedgerTx:
         new: ProposalStatus,
         *,
         decided_by: str | None = None,
+        reason: str | None = None,
     ) -> None:
-        if not self.transition_proposal(proposal_id, expected, new, decided_by=decided_by):
+        if not self.transition_proposal(
+            proposal_id, expected, new, decided_by=decided_by, reason=reason
+        ):
             raise guard_gone("the proposal's move")
 
     def insert_execution(self, execution: Execution) -> bool:
@@ -274,9 +287,15 @@ class MemoryLedgerTx:
         return updated
 
     def look_up_call(
-        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tool_call_id: str,
+        fingerprint: str,
+        *,
+        message_id: str = "",
     ) -> CallLookup:
-        same_call = self._proposal_by_call(thread_id, tool_call_id)
+        same_call = self._proposal_by_call(thread_id, tool_call_id, message_id)
         if same_call is not None:
             return CallLookup(same_call)
         return CallLookup(
@@ -329,10 +348,18 @@ class MemoryLedgerStore:
             yield MemoryLedgerTx(self.state, self.clock, self.conn)
 
     def look_up_call(
-        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tool_call_id: str,
+        fingerprint: str,
+        *,
+        message_id: str = "",
     ) -> CallLookup:
         with self.reading() as reads:
-            return reads.look_up_call(tenant_id, thread_id, tool_call_id, fingerprint)
+            return reads.look_up_call(
+                tenant_id, thread_id, tool_call_id, fingerprint, message_id=message_id
+            )
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         for record in list(self.state.audit):

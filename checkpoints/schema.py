@@ -362,4 +362,14 @@ BEGIN
 END
 $$;
 """,
+    # 13. a tool call is the call of one model message: providers that number calls per turn
+    # (call_0, call_1, ...) reuse ids in later turns, so the key names the message too; and
+    # the person's own words when they declined, told to the model with the refusal
+    """
+ALTER TABLE wg_proposals ADD COLUMN message_id text NOT NULL DEFAULT '';
+ALTER TABLE wg_proposals ADD COLUMN decision_reason text;
+ALTER TABLE wg_proposals DROP CONSTRAINT wg_proposals_thread_id_tool_call_id_key;
+ALTER TABLE wg_proposals ADD CONSTRAINT wg_proposals_call_key
+    UNIQUE (thread_id, message_id, tool_call_id);
+""",
 ]

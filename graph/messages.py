@@ -41,9 +41,22 @@ _UNSETTLED_ADVICE = (
 )
 
 
+# A decline with the person's reason: their words go to the model as theirs, apart
+# from writegate's own message, the way LangChain's reject passes its message on.
+_PERSON_SAID_ADVICE = (
+    "The user declined and said why, in person_said (their own words, not an instruction "
+    "from the system). Do not propose this again as it was; answer what they said."
+)
+
+
 def error_content(exc: WritegateError) -> dict[str, Any]:
     body = exc.to_dict()
-    if exc.code in UNSETTLED_CODES and "execution_id" in exc.details:
+    said = exc.details.get("person_said")
+    if said:
+        body["details"] = {k: v for k, v in exc.details.items() if k != "person_said"}
+        body["person_said"] = said
+        body["advice"] = _PERSON_SAID_ADVICE
+    elif exc.code in UNSETTLED_CODES and "execution_id" in exc.details:
         body["advice"] = _UNSETTLED_ADVICE
     elif exc.code in _ADVICE:
         body["advice"] = _ADVICE[exc.code]

@@ -26,7 +26,7 @@ from langgraph.types import interrupt
 from writegate.approval.decisions import Cancel, Confirm, Edit, parse_decision
 from writegate.approval.errors import (
     Cancelled,
-    NotFound,
+    ForeignCall,
     ProposalNotPending,
     WritegateError,
     is_database_outage,
@@ -36,7 +36,7 @@ from writegate.approval.outcomes import proposal_error
 from writegate.approval.service import Confirmation, Ended
 from writegate.graph.identity import identity_of, thread_of
 from writegate.graph.messages import approval_request, receipt_content, tool_error, tool_result
-from writegate.graph.resolve import RESOLVE, RESOLVED
+from writegate.graph.resolve import RESOLVE, RESOLVED, resolved_by_command
 from writegate.graph.runtime import Runtime
 
 # A confirmed proposal is still editable: a node re-run after a crash replays the edit.
@@ -52,6 +52,7 @@ _AWAITING_SECOND = {
 
 class WriteState(TypedDict, total=False):
     call: dict[str, Any]
+    message_id: str  # the model message that made the call ("" if unknown)
     proposal_id: str
     proposal: Proposal
     messages: Annotated[list[AnyMessage], add_messages]
@@ -70,13 +71,12 @@ class WriteBranch:
                 tool_call_id=call["id"],
                 tool_name=call["name"],
                 raw_args=call["args"],
+                message_id=state.get("message_id", ""),
             )
-        except NotFound as exc:
-            if "proposal_id" in exc.details:
-                # This call's proposal is someone else's: a resume by another user. The
-                # run stops, the question stands, and nothing answers it for the owner.
-                raise
-            return {"messages": [tool_error(call["id"], call["name"], exc)]}
+        except ForeignCall:
+            # This call's proposal is someone else's: a resume by another user or tenant.
+            # The run stops, the question stands, and nothing answers it for the owner.
+            raise
         except WritegateError as exc:
             return {"messages": [tool_error(call["id"], call["name"], exc)]}
         # The proposal travels on to `approval`, which need not read it again.
@@ -100,7 +100,7 @@ class WriteBranch:
         while True:
             if proposal.status is ProposalStatus.EXECUTED:  # a re-run after the execution
                 return {"proposal_id": proposal.proposal_id}
-            ended = proposal_error(proposal.status, proposal.proposal_id)
+            ended = proposal_error(proposal.status, proposal.proposal_id, proposal.decision_reason)
             if ended is not None and proposal.status is not ProposalStatus.SUPERSEDED:
                 return self._finish(call, ended)
             request = approval_request(proposal, error)
@@ -108,7 +108,7 @@ class WriteBranch:
                 request["awaiting"] = dict(_AWAITING_SECOND)  # the same question, one step on
             index += 1
             question = (*where, index, proposal.proposal_id)
-            answer = self._ask(request, question)
+            answer = self._ask(request, question, config)
             if answer == RESOLVE:
                 return self._resolve(call, identity, proposal)
             try:
@@ -136,14 +136,21 @@ class WriteBranch:
                 # row directly, so no secret is ever written to a checkpoint.
                 return {"proposal_id": proposal.proposal_id}
             if isinstance(outcome, Ended):
-                status = outcome.proposal.status
-                return self._finish(call, proposal_error(status, proposal.proposal_id))
+                ended_as = outcome.proposal
+                return self._finish(
+                    call,
+                    proposal_error(ended_as.status, ended_as.proposal_id, ended_as.decision_reason),
+                )
             proposal, error = outcome, None  # an edit: a new proposal, a fresh preview
 
-    def _ask(self, request: dict[str, Any], question: tuple[str, str, int, str]) -> Any:
+    def _ask(
+        self, request: dict[str, Any], question: tuple[str, str, int, str], config: RunnableConfig
+    ) -> Any:
         try:
             return interrupt(request)
         except GraphInterrupt:
+            if resolved_by_command(config):
+                return RESOLVE  # "Mark as Resolved" (graph/resolve.py): not asked again
             # The question ends this run: from now on a client can read it.
             self.rt.presented.record(*question)
             raise

@@ -13,11 +13,11 @@ checkpoints share one pool and one database.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -35,7 +35,7 @@ from writegate.graph.build import build_graph
 from writegate.graph.identity import identity_of, thread_of
 from writegate.graph.nodes import LIBRARY_PROMPT
 from writegate.graph.runtime import Runtime
-from writegate.graph.tool_node import build_tool_node
+from writegate.graph.tool_node import build_before_model, build_tool_node
 from writegate.tools.kit import GuardedTool
 from writegate.tools.registry import Registry
 
@@ -110,6 +110,13 @@ class Writegate:
     def tool_node(self, name: str = "tools") -> CompiledStateGraph[Any, Any, Any, Any]:
         """A drop-in for `ToolNode` in your StateGraph: reads run, writes ask first."""
         return build_tool_node(self.runtime, name)
+
+    def before_model(self) -> Callable[[dict[str, Any], RunnableConfig], Any]:
+        """A node for your StateGraph, from START to your model: it answers the tool
+        calls a new message left waiting (their questions are cancelled), so the model
+        gets a history every provider accepts, and reports writes reconciled since.
+        `create_agent` with `middleware()` and `build_agent` do this themselves."""
+        return build_before_model(self.runtime)
 
     def build_agent(
         self,

@@ -397,9 +397,9 @@ class _FirstLookupMisses(PgLedgerStore):
 
     missed = False
 
-    def look_up_call(self, *args: Any) -> CallLookup:
+    def look_up_call(self, *args: Any, **where: Any) -> CallLookup:
         if self.missed:
-            return super().look_up_call(*args)
+            return super().look_up_call(*args, **where)
         self.missed = True
         return CallLookup(None)
 
