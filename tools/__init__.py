@@ -7,6 +7,8 @@ and run one operation; the approval protocol in `approval/` decides when.
 nothing else of the project.
 """
 
+if __name__ != "writegate.tools":  # the repository root is the package `writegate`
+    raise ImportError(f"import writegate.tools, not {__name__} (see CONTRIBUTING.md)")
 from writegate.tools.domain import default_registry, domain_tools
 from writegate.tools.kit import GuardedTool, read_tool, write_tool
 from writegate.tools.provider import ProviderClient, SimulatedProvider

@@ -236,3 +236,29 @@ def test_every_shipped_tool_is_declared_with_write_tool_or_read_tool() -> None:
     specs = default_registry(None).specs()  # type: ignore[arg-type]
     assert [spec.name for spec in specs] == [tool.name for tool in tools]
     assert all(type(spec) is CallableTool for spec in specs)
+
+
+LINKS = ROOT / ".editable" / NAMESPACE
+
+
+@pytest.mark.parametrize("name", [*sorted(ALLOWED), *ROOT_MODULES])
+def test_the_editable_install_links_every_package_to_the_root(name: str) -> None:
+    link = LINKS / name
+    assert link.is_symlink(), f".editable/{NAMESPACE}/{name} is missing: add the link"
+    assert link.resolve() == (ROOT / name).resolve()
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_a_package_refuses_a_bare_import_from_the_repository_root(package: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {package}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert f"import writegate.{package}, not {package}" in done.stderr
