@@ -22,6 +22,7 @@ from writegate.checkpoints.ops import PgTombstones
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.checkpoints.presented import PgPresentedQuestions
 from writegate.checkpoints.saver import Saver
+from writegate.graph.identity import ServerUserFields
 from writegate.tools.domain import default_registry
 from writegate.tools.provider import ProviderClient, SimulatedProvider
 from writegate.tools.provider_http import HttpProvider
@@ -55,6 +56,8 @@ class Runtime:
     service: ApprovalService
     executor: Executor
     presented: PresentedQuestions
+    # Where the identity is read in LangGraph Server's authenticated user.
+    server_user: ServerUserFields = field(default_factory=ServerUserFields)
     _saver: Saver | None = field(default=None, repr=False)
 
     @classmethod
@@ -70,6 +73,7 @@ class Runtime:
         clock: Callable[[], datetime] | None = None,
         max_connections: int = 10,
         registry: Registry | None = None,
+        server_user: ServerUserFields | None = None,
     ) -> Runtime:
         """Open the database (set it up unless `setup=False`) and wire the services over
         `registry`: the demo domain's tools unless given."""
@@ -85,7 +89,8 @@ class Runtime:
         retry = retry or retry_from_env()
         executor = Executor(service, retry=retry, step_hook=step_hook, tombstones=PgTombstones())
         presented = PgPresentedQuestions(pool)
-        return cls(url, pool, store, registry, provider, service, executor, presented)
+        server_user = server_user or ServerUserFields()
+        return cls(url, pool, store, registry, provider, service, executor, presented, server_user)
 
     @property
     def checkpointer(self) -> Saver:

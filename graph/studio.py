@@ -8,7 +8,9 @@ domain tables and the simulated provider always live in the database DATABASE_UR
 
 Importing needs no database: the runtime opens on the first run that uses it, so the
 server starts, lists the graph and serves its schemas even while PostgreSQL is still
-coming up. Identity comes from each run's `configurable.user_id` / `tenant_id`.
+coming up. Identity comes from the server's authenticated user when the server has an
+auth handler (`langgraph.auth.json`), else from each run's `user_id` / `tenant_id` in
+its configurable or context (see `graph/identity.py`).
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class WriteBranch:
         call = state["call"]
         try:
             proposal = self.rt.service.propose(
-                identity_of(config),
+                identity_of(config, self.rt.server_user),
                 thread_id=thread_of(config),
                 tool_call_id=call["id"],
                 tool_name=call["name"],
@@ -89,7 +89,7 @@ class WriteBranch:
         proposal's id, an answer naming no proposal to a question nobody was shown yet)
         is shown back with its error, and the same question stands.
         """
-        call, identity = state["call"], identity_of(config)
+        call, identity = state["call"], identity_of(config, self.rt.server_user)
         proposal = state.get("proposal") or self.rt.service.get_proposal(
             identity, state["proposal_id"]
         )
@@ -195,7 +195,7 @@ class WriteBranch:
 
     def execute(self, state: WriteState, config: RunnableConfig) -> dict[str, Any]:
         """Consume the confirmation and execute; on a re-run, report the one execution."""
-        call, identity = state["call"], identity_of(config)
+        call, identity = state["call"], identity_of(config, self.rt.server_user)
         message = self._answer(
             call,
             lambda: self.rt.executor.execute_confirmed(

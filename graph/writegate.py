@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -74,13 +75,16 @@ class Writegate:
         policy: Policy | None = None,
         **options: Any,
     ) -> Writegate:
-        """`database_url` None: resolved as the CLI does. `options` go to `Runtime.open`."""
+        """`database_url` None: resolved as the CLI does. `options` go to `Runtime.open`,
+        among them `server_user=ServerUserFields(...)`: where the identity is read in
+        LangGraph Server's authenticated user."""
         given = list(tools)
         registry = Registry(spec_of(tool) for tool in given)
         runtime = Runtime.open(database_url, policy=policy, registry=registry, **options)
+        identify = partial(identity_of, fields=runtime.server_user)
         for tool in given:
             if isinstance(tool, GuardedTool):
-                tool.attach(runtime.service, identity_of, thread_of)
+                tool.attach(runtime.service, identify, thread_of)
         return cls(runtime, given)
 
     # -- checkpoints ------------------------------------------------------------------
