@@ -35,7 +35,13 @@ from writegate.approval.models import Identity, Proposal, ProposalStatus, Receip
 from writegate.approval.outcomes import proposal_error
 from writegate.approval.service import Confirmation, Ended
 from writegate.graph.identity import identity_of, thread_of
-from writegate.graph.messages import approval_request, receipt_content, tool_error, tool_result
+from writegate.graph.messages import (
+    approval_request,
+    receipt_content,
+    tool_error,
+    tool_result,
+    without_refusal_field,
+)
 from writegate.graph.resolve import RESOLVE, RESOLVED, resolved_by_command
 from writegate.graph.runtime import Runtime
 
@@ -108,7 +114,7 @@ class WriteBranch:
                 request["awaiting"] = dict(_AWAITING_SECOND)  # the same question, one step on
             index += 1
             question = (*where, index, proposal.proposal_id)
-            answer = self._ask(request, question, config)
+            answer = without_refusal_field(self._ask(request, question, config), proposal.args)
             if answer == RESOLVE:
                 return self._resolve(call, identity, proposal)
             try:
