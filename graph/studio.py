@@ -27,11 +27,12 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from writegate.checkpoints.database import resolve_database_url
-from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.schema import setup_database
 from writegate.graph.build import build_graph
+from writegate.graph.demo import open_demo
 from writegate.graph.model import build_chat_model
 from writegate.graph.runtime import Runtime
-from writegate.tools.domain import default_registry
+from writegate.tools.demo.domain import default_registry
 
 
 class LazyRuntime:
@@ -47,7 +48,7 @@ class LazyRuntime:
         if self._runtime is None:
             with self._lock:
                 if self._runtime is None:
-                    self._runtime = Runtime.open(self._url)
+                    self._runtime = open_demo(self._url)
         return self._runtime
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from rich.table import Table
 from writegate.approval.canonical import to_rfc3339
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import Identity, Proposal
+from writegate.graph.demo import open_demo
 from writegate.graph.messages import approval_request
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.cli.common import console, database_url
@@ -47,7 +48,7 @@ def _identity(user: str, tenant: str, roles: list[str] | None) -> Identity:
 @contextmanager
 def _runtime() -> Iterator[Runtime]:
     """A runtime whose refusals print as a structured error and exit 1, never a trace."""
-    runtime = Runtime.open(database_url())
+    runtime = open_demo(database_url())
     try:
         yield runtime
     except WritegateError as exc:

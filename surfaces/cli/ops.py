@@ -24,7 +24,7 @@ from writegate.approval.retention import RetentionPolicy
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, list_escalations, purge
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.terminal import inert, markup_safe
-from writegate.tools.step_kill import kill_hook_from_env
+from writegate.tools.demo.step_kill import kill_hook_from_env
 
 PROVIDER_URL_ENV = "WRITEGATE_PROVIDER_URL"
 provider_app = typer.Typer(help="The payment provider simulator.", no_args_is_help=True)
@@ -43,12 +43,12 @@ def _print_json(value: Any) -> None:
 
 
 def _open_runtime(provider_url: str | None, connections: int) -> Any:
-    from writegate.graph.runtime import Runtime
-    from writegate.tools.provider_http import HttpProvider
+    from writegate.graph.demo import open_demo
+    from writegate.tools.demo.provider_http import HttpProvider
 
     url = provider_url or os.environ.get(PROVIDER_URL_ENV, "").strip() or None
     provider = HttpProvider(url) if url else None
-    return Runtime.open(database_url(), provider=provider, max_connections=connections)
+    return open_demo(database_url(), provider=provider, max_connections=connections)
 
 
 def reconcile(
@@ -231,7 +231,7 @@ def provider_serve(
     ] = 5.0,
 ) -> None:
     """Run the payment provider simulator over HTTP (refund, lookup by key, faults)."""
-    from writegate.tools.provider_http import serve
+    from writegate.tools.demo.provider_http import serve
 
     def ready(url: str) -> None:
         print(f"listening on {url}", flush=True)

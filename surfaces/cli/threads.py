@@ -15,9 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from writegate.checkpoints.database import describe_database
-from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.pool import open_pool
-from writegate.checkpoints.threads import threads_with_pending
+from writegate.checkpoints.schema import setup_database
+from writegate.checkpoints.views import LedgerViews
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import reported_errors
 from writegate.surfaces.cli.terminal import inert
@@ -41,7 +41,7 @@ def threads(
         setup_database(url)  # a fresh database has no tables yet; this is idempotent
         pool = open_pool(url, max_size=1)
     try:
-        listed, pending = threads_with_pending(pool, **params)
+        listed, pending = LedgerViews(pool).threads_with_pending(**params)
     finally:
         pool.close()
     rows = _thread_rows(listed, pending)

@@ -22,8 +22,8 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
+from tests.app_db import setup_app
 from tests.integration.studio_helpers import langgraph_dev
-from writegate.checkpoints.migrate import setup_database
 from writegate.tools.seed import seed_demo
 
 pytestmark = pytest.mark.slow
@@ -46,7 +46,7 @@ def served(
 ) -> Iterator[tuple[str, str]]:
     """(server URL, database URL) of `langgraph dev --config langgraph.auth.json`."""
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     with psycopg.connect(url, autocommit=True) as conn:
         seed_demo(conn)
     workdir: Path = tmp_path_factory.mktemp("studio_auth")

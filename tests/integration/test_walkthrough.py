@@ -51,10 +51,10 @@ exec "$@"
 """
 ANSI = r"(?:\x1b\[[0-9;]*m)*"  # rich's styles may sit between any two characters
 
-SUCCEEDED_SQL = "SELECT count(*) FROM wg_executions WHERE status = 'succeeded'"
+SUCCEEDED_SQL = "SELECT count(*) FROM writegate.executions WHERE status = 'succeeded'"
 RECEIPT_SQL = """
 SELECT e.status, r.order_id, r.amount_minor
-FROM wg_executions e JOIN provider.refunds r ON r.provider_ref = e.provider_ref
+FROM writegate.executions e JOIN provider.refunds r ON r.provider_ref = e.provider_ref
 WHERE e.provider_ref = %s
 """
 REFUNDS_SQL = "SELECT count(*) FROM provider.refunds WHERE order_id LIKE %s"
