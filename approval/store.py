@@ -143,7 +143,13 @@ class LedgerTx(LedgerReads, Protocol):
         result: dict[str, Any] | None = None,
         error_code: str | None = None,
         count_attempt: bool = False,
-    ) -> Execution | None: ...
+        escalation: dict[str, Any] | None = None,
+    ) -> Execution | None:
+        """One guarded change of an execution: None unless it is in `expected` (and,
+        with `require_owner`, under that lease). `lease_seconds` sets the lease to end
+        that long from now (0 releases it); `escalation` says why a person must decide."""
+        ...
+
     def look_up_call(
         self,
         tenant_id: str,
@@ -242,7 +248,7 @@ class BacklogStore(Protocol):
         limit: int,
         audit: Callable[[BacklogItem], AuditRecord],
     ) -> list[BacklogItem]:
-        """Claim up to `limit` due candidates no other worker holds, auditing each claim."""
+        """Claim up to `limit` due candidates no one holds, auditing each claim."""
         ...
 
     def settle(
@@ -268,7 +274,11 @@ class BacklogStore(Protocol):
         *,
         delay_seconds: float,
         error_code: str | None,
-    ) -> Execution | None: ...
+        hold_seconds: float = 0.0,
+    ) -> Execution | None:
+        """Check again after `delay_seconds`; our lease ends now, or `hold_seconds` from
+        now while a call of ours is still running."""
+        ...
 
     def escalate(
         self, tx: LedgerTx, execution_id: str, owner: str, reason: dict[str, Any]

@@ -92,6 +92,7 @@ class PgBacklog:
         *,
         delay_seconds: float,
         error_code: str | None,
+        hold_seconds: float = 0.0,
     ) -> Execution | None:
         return self._one(
             tx,
@@ -101,6 +102,7 @@ class PgBacklog:
             status=status.value,
             delay_seconds=delay_seconds,
             error_code=error_code,
+            hold_seconds=hold_seconds,
         )
 
     def escalate(

@@ -13,11 +13,13 @@ from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, RECONCILABLE_SQL
 
 _E_COLUMNS = ", ".join("e." + c.strip() for c in EXECUTION_COLUMNS.split(","))
 
-# Due: unknown or failed_retryable past their next check, or running with an expired
-# lease. The status list matches the partial index wg_executions_backlog_idx.
+# Due: running, unknown or failed_retryable, with no live lease (a worker that died, or
+# an outcome recorded and let go; a call past its deadline keeps its lease while it
+# runs) and past its next check. The status list matches the partial index
+# wg_executions_backlog_idx.
 _DUE = f"""
     status IN ({RECONCILABLE_SQL})
-    AND (status <> 'running' OR lease_expires_at <= now())
+    AND (lease_expires_at IS NULL OR lease_expires_at <= now())
     AND (next_check_at IS NULL OR next_check_at <= now())"""
 
 CLAIM_DUE_SQL = f"""
@@ -60,6 +62,7 @@ SET status = %(status)s,
     error_code = %(error_code)s,
     checks = checks + 1,
     next_check_at = now() + make_interval(secs => %(delay_seconds)s),
+    lease_expires_at = now() + make_interval(secs => %(hold_seconds)s),
     updated_at = now()
 {_GUARD}
 RETURNING {EXECUTION_COLUMNS}"""
@@ -141,7 +144,7 @@ SELECT count(*) AS n,
     COALESCE(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_s
 FROM wg_executions
 WHERE status IN ({RECONCILABLE_SQL})
-  AND (status <> 'running' OR lease_expires_at <= now())"""
+  AND (lease_expires_at IS NULL OR lease_expires_at <= now())"""
 
 # Counted from the audit trail, so every process's events count, whoever scrapes.
 AUDIT_COUNTS_SQL = """

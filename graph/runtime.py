@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.service import ApprovalService, Policy
@@ -30,14 +31,20 @@ from writegate.tools.registry import Registry
 from writegate.tools.step_kill import kill_hook_from_env
 
 LEASE_ENV = "WRITEGATE_EXECUTION_LEASE_SECONDS"
+CALL_TIMEOUT_ENV = "WRITEGATE_CALL_TIMEOUT_SECONDS"
 
 
 def retry_from_env() -> RetryPolicy | None:
-    """The default retry policy with the execution lease from LEASE_ENV, if set."""
-    raw = os.environ.get(LEASE_ENV, "").strip()
-    if not raw:
-        return None
-    return RetryPolicy(lease=timedelta(seconds=float(raw)))
+    """The default retry policy with the execution lease (LEASE_ENV) and the deadline
+    per call (CALL_TIMEOUT_ENV) from the environment, where set; None if neither is."""
+    lease = os.environ.get(LEASE_ENV, "").strip()
+    deadline = os.environ.get(CALL_TIMEOUT_ENV, "").strip()
+    settings: dict[str, Any] = {}
+    if lease:
+        settings["lease"] = timedelta(seconds=float(lease))
+    if deadline:
+        settings["call_timeout"] = float(deadline)
+    return RetryPolicy(**settings) if settings else None
 
 
 def default_provider(pool: Pool) -> ProviderClient:

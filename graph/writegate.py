@@ -28,6 +28,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from writegate.approval.downstream import RetryPolicy
 from writegate.approval.reconcile import Reconciler
 from writegate.approval.service import Policy
 from writegate.approval.spec import ToolSpec
@@ -73,14 +74,18 @@ class Writegate:
         *,
         tools: Iterable[Any],
         policy: Policy | None = None,
+        retry: RetryPolicy | None = None,
         **options: Any,
     ) -> Writegate:
-        """`database_url` None: resolved as the CLI does. `options` go to `Runtime.open`,
-        among them `server_user=ServerUserFields(...)`: where the identity is read in
-        LangGraph Server's authenticated user."""
+        """`database_url` None: resolved as the CLI does. `retry`: the deadline and retries
+        of every write tool that sets none of its own (`write_tool(retry=...)`).
+        `options` go to `Runtime.open`, among them `server_user=ServerUserFields(...)`:
+        where the identity is read in LangGraph Server's authenticated user."""
         given = list(tools)
         registry = Registry(spec_of(tool) for tool in given)
-        runtime = Runtime.open(database_url, policy=policy, registry=registry, **options)
+        runtime = Runtime.open(
+            database_url, policy=policy, retry=retry, registry=registry, **options
+        )
         identify = partial(identity_of, fields=runtime.server_user)
         for tool in given:
             if isinstance(tool, GuardedTool):
@@ -161,6 +166,7 @@ class Writegate:
     def reconciler(self, **options: Any) -> Reconciler:
         """Settles this database's unknown outcomes with these tools' lookups; call
         `.drain()` or `.run_once()` on a schedule. `options` go to `Reconciler`."""
+        options.setdefault("retry", self.runtime.executor.retry)
         return Reconciler(self.runtime.service, PgBacklog(self.runtime.pool), **options)
 
     # -- lifetime ---------------------------------------------------------------------

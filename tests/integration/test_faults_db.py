@@ -47,7 +47,7 @@ from writegate.surfaces.web import create_app
 pytestmark = pytest.mark.slow
 
 LEASE = timedelta(seconds=2)
-RETRY = RetryPolicy(base_delay=0.01, lease=LEASE)
+RETRY = RetryPolicy(base_delay=0.01, call_timeout=1.0, lease=LEASE)  # the lease outlasts it
 POOL_WAIT_S = 2.0  # how long a caller waits for a connection while the database is away
 EXECUTION_SQL = "SELECT status FROM wg_executions WHERE proposal_id = %s"
 EFFECTS_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"

@@ -40,6 +40,12 @@ def kill_at(step: str | None) -> Any:
     return hook
 
 
+def short_lease(job: dict[str, Any]) -> RetryPolicy:
+    """A killed worker's executions are due soon; the deadline stays within the lease."""
+    lease = job.get("lease_s", 1.0)
+    return RetryPolicy(base_delay=0.01, call_timeout=0.8 * lease, lease=timedelta(seconds=lease))
+
+
 def _barrier(job: dict[str, Any]) -> None:
     if job.get("barrier"):
         print("ready", flush=True)
@@ -51,7 +57,7 @@ def run_ledger_job(job: dict[str, Any]) -> dict[str, Any]:
     service = ApprovalService(
         PgLedgerStore(pool), default_registry(HttpProvider(job["provider"], timeout=1.0))
     )
-    retry = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=job.get("lease_s", 0.5)))
+    retry = short_lease(job)
     hook = kill_at(job.get("kill_at"))
     if job["mode"] == "reconcile":
         policy = ReconcilePolicy(lease=retry.lease)
@@ -82,7 +88,7 @@ def run_graph_job(job: dict[str, Any]) -> dict[str, Any]:
     from writegate.graph.runtime import Runtime
     from writegate.graph.scripted import ScriptedChatModel
 
-    retry = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=job.get("lease_s", 0.5)))
+    retry = short_lease(job)
     rt = Runtime.open(
         job["db"],
         setup=False,
