@@ -2,7 +2,8 @@
 
 Candidates are `unknown` executions (a timeout, a lost answer), `failed_retryable` ones
 (explicit "not applied" refusals) and `running` ones whose lease expired (the worker
-died or hangs). An execution whose lease is still held
+died or hangs), of the tools registered with this reconciler: another application's
+tools are left to the process that runs them. An execution whose lease is still held
 (a call past its deadline, still running in the process that holds it) is not a
 candidate. An expired lease proves nothing about the old worker, so a candidate is
 never simply re-run: the reconciler claims it with a lease of its own and
@@ -134,16 +135,23 @@ class Reconciler:
         # The retry path reuses the executor's rules: same key, transient codes only.
         self.executor = Executor(service, retry=retry, owner=self.owner, sleep=sleep)
         self.step_hook = step_hook or (lambda step: None)
+        # Only executions of these tools are claimed: another application's stay its own.
+        self.operations = tuple(service.tools.names())
 
     def run_once(self, limit: int = 20) -> list[Settled]:
         """Claim one batch of due candidates and settle each; [] when none is due."""
         items = self.backlog.claim_due(
             self.owner,
+            operations=self.operations,
             lease_seconds=self.policy.lease.total_seconds(),
             limit=limit,
             audit=self._claim_audit,
         )
         return [self.reconcile(item) for item in items]
+
+    def left_to_others(self) -> dict[str, int]:
+        """Due executions of tools this reconciler does not run, by tool: left alone."""
+        return self.backlog.due_elsewhere(self.operations)
 
     def drain(self, limit: int = 20, max_batches: int = 1000) -> list[Settled]:
         """Run batches until nothing is due (deferred work waits for its next check)."""
@@ -172,10 +180,7 @@ class Reconciler:
     def _reconcile(self, item: BacklogItem) -> Settled:
         execution = item.execution
         self.step_hook("claimed")
-        try:
-            spec = self.service.tools.get(execution.operation)
-        except KeyError:
-            return self._escalate(item, {"reason": "unknown_operation"})
+        spec = self.service.spec_for(execution.operation)  # claimed: one of our tools
         if getattr(spec, "has_lookup", True):
             try:
                 with acting_for(Identity(execution.subject, execution.tenant_id)):

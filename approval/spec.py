@@ -111,6 +111,10 @@ class ToolSpec(Protocol):
 class ToolLookup(Protocol):
     def get(self, name: str) -> ToolSpec: ...
 
+    def names(self) -> list[str]:
+        """Every registered tool's name."""
+        ...
+
 
 # Who a downstream call acts for. Set by the executor and the reconciler around the
 # downstream call only, so a tool that needs the user (to call an API on their behalf)

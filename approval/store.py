@@ -8,7 +8,7 @@ PostgreSQL; an in-memory version serves the fast unit tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -244,11 +244,17 @@ class BacklogStore(Protocol):
         self,
         owner: str,
         *,
+        operations: Sequence[str],
         lease_seconds: float,
         limit: int,
         audit: Callable[[BacklogItem], AuditRecord],
     ) -> list[BacklogItem]:
-        """Claim up to `limit` due candidates no one holds, auditing each claim."""
+        """Claim up to `limit` due candidates of `operations` (tool names) that no one
+        holds, auditing each claim."""
+        ...
+
+    def due_elsewhere(self, operations: Sequence[str]) -> dict[str, int]:
+        """How many due candidates of tools not in `operations` there are, by tool."""
         ...
 
     def settle(

@@ -22,11 +22,12 @@ _DUE = f"""
     AND (lease_expires_at IS NULL OR lease_expires_at <= now())
     AND (next_check_at IS NULL OR next_check_at <= now())"""
 
+# A reconciler claims only executions of the tools it runs (%(operations)s).
 CLAIM_DUE_SQL = f"""
 WITH due AS (
     SELECT execution_id, status AS previous_status
     FROM wg_executions
-    WHERE {_DUE}
+    WHERE {_DUE} AND operation = ANY(%(operations)s)
     ORDER BY updated_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -41,6 +42,12 @@ FROM due
 WHERE e.execution_id = due.execution_id
 RETURNING {_E_COLUMNS}, due.previous_status, e.checks + 1 AS checks,
     extract(epoch FROM now() - e.created_at)::float8 AS age_seconds"""
+
+# What a reconciler left for the processes that run other tools.
+DUE_ELSEWHERE_SQL = f"""
+SELECT operation, count(*) AS n FROM wg_executions
+WHERE {_DUE} AND NOT operation = ANY(%(operations)s)
+GROUP BY operation ORDER BY operation"""
 
 _GUARD = "WHERE execution_id = %(execution_id)s AND status = 'running' AND lease_owner = %(owner)s"
 

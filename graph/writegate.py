@@ -164,8 +164,9 @@ class Writegate:
         return WritegateMiddleware(self.runtime)
 
     def reconciler(self, **options: Any) -> Reconciler:
-        """Settles this database's unknown outcomes with these tools' lookups; call
-        `.drain()` or `.run_once()` on a schedule. `options` go to `Reconciler`."""
+        """Settles the unknown outcomes of these tools (only these: another application's
+        tools in the same database are left to it) with their lookups; call `.drain()`
+        or `.run_once()` on a schedule. `options` go to `Reconciler`."""
         options.setdefault("retry", self.runtime.executor.retry)
         return Reconciler(self.runtime.service, PgBacklog(self.runtime.pool), **options)
 
