@@ -368,3 +368,14 @@ def test_a_forked_child_does_not_wait_on_its_parents_workers():
     finally:
         child.join(30)
     assert child.exitcode == 0
+
+
+def test_the_deadline_settings_and_downstream_answers_come_from_writegate():
+    import writegate
+
+    public = {"RetryPolicy", "RateLimited", "TemporarilyUnavailable", "UpstreamTimeout"}
+    assert public <= set(writegate.__all__)
+    assert writegate.RetryPolicy is RetryPolicy
+    assert writegate.RateLimited is errors.RateLimited
+    assert writegate.TemporarilyUnavailable is errors.TemporarilyUnavailable
+    assert writegate.UpstreamTimeout is errors.UpstreamTimeout
