@@ -207,6 +207,7 @@ def test_a_server_that_stalls_past_the_deadline_gets_one_email(
         answer = Command(resume=confirm(question.value["proposal_id"]))
         (told,) = receipts(agent.invoke(answer, config("mail_slow")))
         assert told["code"] == "outcome_unknown"  # at the deadline: not a success
+        wait_until(lambda: mailbox.received, "the mail at the server")
         assert len(mailbox.received) == 1
         assert wg.reconciler().drain() == []  # the delivery may still be running
         mailbox.release.set()  # the 250 arrives late; the sender records it

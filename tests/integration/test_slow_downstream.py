@@ -53,6 +53,11 @@ def service() -> Iterator[SlowService]:
     server.stop()
 
 
+def arrived(service: SlowService) -> None:
+    """The first POST reached the service (it may lag the caller's deadline a little)."""
+    wait_until(lambda: service.post_count() >= 1, "the first POST at the service")
+
+
 def execution(wg: Writegate) -> dict[str, Any]:
     with wg.runtime.pool.connection() as conn:
         (row,) = conn.execute(EXECUTION_SQL).fetchall()
@@ -75,6 +80,7 @@ def test_a_service_slower_than_the_deadline_gets_one_post_and_its_late_answer_se
         # told the outcome is unknown, not a success and not a failure.
         assert not service.release.is_set()
         assert told["code"] == "outcome_unknown"
+        arrived(service)
         assert service.post_count() == 1
         assert execution(wg)["status"] == "unknown"
         # Nobody sends it again while it may still be running: a reconciler finds
@@ -102,6 +108,7 @@ def test_a_lookup_saying_never_seen_does_not_resend_while_the_first_call_runs(
         # The service has not applied it yet, so its lookup would say "never seen";
         # a reconciler that claimed it now would send it a second time.
         assert wg.reconciler().drain() == []
+        arrived(service)
         assert service.post_count() == 1
         service.release.set()
         wait_until(lambda: execution(wg)["status"] == "succeeded", "the late answer recorded")
@@ -133,6 +140,7 @@ def test_a_reconcilers_resend_past_the_deadline_is_held_until_it_answers(
         assert [(s.previous_status, s.status, s.action) for s in settled] == [
             ("unknown", "unknown", "deferred")
         ]
+        arrived(service)
         assert service.post_count() == 1
         assert wg.reconciler(policy=again).drain() == []  # its send is still running
         service.release.set()
@@ -241,6 +249,7 @@ def test_a_process_killed_while_its_call_overran_is_reconciled_after_its_lease(
     try:
         assert child.stdout is not None
         told = json.loads(child.stdout.readline())
+        arrived(service)
         assert told["code"] == "outcome_unknown" and service.post_count() == 1
         with Writegate.open(url, tools=[slow_tool(service.url, retry=DEADLINE)]) as wg:
             assert wg.reconciler().drain() == []  # held by the live process
