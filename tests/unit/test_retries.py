@@ -200,6 +200,8 @@ def test_a_call_running_past_the_overrun_limit_goes_to_a_person_then_its_answer_
         with store.transaction() as tx:
             escalated = tx.get_execution(request_key=key)
         assert escalated is not None and escalated.error_code == "deadline_exceeded"
+        why = store.state.escalations[escalated.execution_id]
+        assert why["reason"] == "still_running_past_limit"
     finally:
         tool.release.set()
     wait_for(lambda: _status(store, key) is ExecutionStatus.SUCCEEDED, "the late answer")
