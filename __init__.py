@@ -19,10 +19,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from writegate.approval.downstream import RetryPolicy
     from writegate.approval.errors import (
         InvalidTransition,
         NotFound,
+        RateLimited,
         StateChanged,
+        TemporarilyUnavailable,
+        UpstreamTimeout,
         ValidationFailed,
         WritegateError,
     )
@@ -38,9 +42,13 @@ __all__ = [
     "InvalidTransition",
     "NotFound",
     "PreviewField",
+    "RateLimited",
+    "RetryPolicy",
     "ServerUserFields",
     "StateChanged",
+    "TemporarilyUnavailable",
     "ToolPreview",
+    "UpstreamTimeout",
     "ValidationFailed",
     "Writegate",
     "WritegateError",
@@ -59,7 +67,11 @@ _WHERE = {
     "Identity": "writegate.approval.models",
     "InvalidTransition": "writegate.approval.errors",
     "NotFound": "writegate.approval.errors",
+    "RateLimited": "writegate.approval.errors",
+    "RetryPolicy": "writegate.approval.downstream",
     "StateChanged": "writegate.approval.errors",
+    "TemporarilyUnavailable": "writegate.approval.errors",
+    "UpstreamTimeout": "writegate.approval.errors",
     "ValidationFailed": "writegate.approval.errors",
     "WritegateError": "writegate.approval.errors",
     "PreviewField": "writegate.tools.kit_spec",

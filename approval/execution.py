@@ -13,8 +13,9 @@
 A confirm may end before the claim, recorded: a proposal past its expiry, a tier that
 waits for a second approver. A replay (a second confirm, the token again, a re-run
 node) finds the execution and answers with its receipt or its state, audited as a
-duplicate. A lost or ambiguous downstream answer leaves the execution `unknown`: it is
-never re-run blindly here; `approval/reconcile.py` looks it up by key.
+duplicate. A lost or ambiguous downstream answer leaves the execution `unknown`: it is never
+re-run blindly here; `approval/reconcile.py` looks it up by key. A call still running
+at its deadline is held by this process until it answers (approval/straggler.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ from writegate.approval.audit import (
 )
 from writegate.approval.canonical import digest, hash_secret
 from writegate.approval.decisions import Confirm
-from writegate.approval.downstream import RetryPolicy, call_with_retries, outcome_status
+from writegate.approval.downstream import (
+    Attempt,
+    Overrun,
+    RetryPolicy,
+    call_with_retries,
+    outcome_status,
+)
 from writegate.approval.errors import (
     AlreadyConsumed,
     ArgsMismatch,
@@ -73,8 +80,12 @@ from writegate.approval.risk import requires_fresh_confirmation
 from writegate.approval.service import ApprovalService, new_id
 from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, acting_for
 from writegate.approval.store import Claim, LedgerTx, Locked
+from writegate.approval.straggler import Straggler
 
 RUNNING = (ExecutionStatus.RUNNING,)
+UNKNOWN = (ExecutionStatus.UNKNOWN,)
+# Not settled and not held: the reconciler may claim it at once (its lease is released).
+RELEASED = frozenset({ExecutionStatus.UNKNOWN, ExecutionStatus.FAILED_RETRYABLE})
 
 
 def default_owner() -> str:
@@ -205,7 +216,8 @@ class Executor:
             proposal_id = via.decision.proposal_id
         locked = tx.lock_proposal(proposal_id)
         if presented is not None:
-            if locked.token is None or locked.token.token_hash != presented.token_hash:
+            replaced = locked.token is None or locked.token.token_hash != presented.token_hash
+            if replaced and presented.proposal_id == proposal_id:
                 # Replaced by a later confirm of its proposal after it was read.
                 return self._unknown_token(tx, identity, via, started)
             self._check_token(tx, identity, presented, locked, proposal_id, via.operation)
@@ -230,7 +242,13 @@ class Executor:
         if status is not ProposalStatus.AWAITING:
             ended = proposal_error(status, proposal.proposal_id, proposal.decision_reason)
             raise ended or ProposalNotPending(proposal_id=proposal_id, state=status.value)
-        instead = self.service.confirming(tx, identity, proposal, via.decision, started)
+        with tracing.span(
+            "writegate.decide",
+            proposal_id=proposal.proposal_id,
+            tenant_id=identity.tenant_id,
+            action="confirm",
+        ):
+            instead = self.service.confirming(tx, identity, proposal, via.decision, started)
         if instead is not None:
             answer = AwaitingSecond(instead) if isinstance(instead, Proposal) else instead
             return _Answer(answer)
@@ -293,7 +311,7 @@ class Executor:
             updated_at=now,
             attempts=1,
             lease_owner=self.owner,
-            lease_expires_at=now + self.retry.lease,
+            lease_expires_at=now + self.policy_for(spec).lease,
         )
         # The state must still be what the person saw: the validator runs again, then the
         # local part, in this transaction; a refusal rolls everything back.
@@ -350,10 +368,14 @@ class Executor:
             raise NotFound("no such proposal for this user", proposal_id=proposal_id)
         if proposal.operation != token.operation:
             raise OperationMismatch(token_operation=token.operation)
+        if proposal.proposal_id == token.proposal_id and token.request_key != proposal.request_key:
+            # The token names another request's key: one key, two requests.
+            raise IdempotencyConflict(request_key=token.request_key)
         # Recomputed the way the proposal's digest was written (rows from before JCS).
         executed_digest = digest(proposal.args, proposal.digest_scheme)
         if (
             proposal.proposal_id != token.proposal_id
+            or token.resource != proposal.resource
             or token.digest_scheme != proposal.digest_scheme
             or token.args_digest != executed_digest
             or proposal.args_digest != executed_digest
@@ -401,12 +423,14 @@ class Executor:
             return _Answer(refusal)
         tx.insert_audit(duplicate_audit(identity, execution, started))
         if execution.status is ExecutionStatus.FAILED_RETRYABLE:
+            # Every attempt was refused explicitly ("not applied"): it may be sent again.
+            policy = self.policy_for(self.service.spec_for(execution.operation))
             taken = tx.transition_execution(
                 execution.execution_id,
                 (ExecutionStatus.FAILED_RETRYABLE,),
                 ExecutionStatus.RUNNING,
                 lease_owner=self.owner,
-                lease_seconds=self.retry.lease.total_seconds(),
+                lease_seconds=policy.lease.total_seconds(),
                 count_attempt=True,
             )
             if taken is not None:
@@ -458,24 +482,45 @@ class Executor:
     ) -> Receipt:
         outcome: DownstreamResult | WritegateError
         with acting_for(identity), tracing.span("writegate.downstream"):
-            outcome = self.call_with_retries(spec, execution.args, execution.request_key)
+            outcome = self.send(spec, execution)
         self.step_hook("downstream_returned")
-        with tracing.span("writegate.record"), self.store.transaction() as tx:
-            final = self.record(
-                tx, identity, spec, execution, outcome, proposal=proposal, started=started
-            )
+        final = self.finish(identity, spec, execution, outcome, proposal=proposal, started=started)
         self.step_hook("recorded")
         return execution_outcome(final)
 
-    def call_with_retries(
-        self, spec: ToolSpec, args: dict[str, Any], request_key: str
-    ) -> DownstreamResult | WritegateError:
-        """Call the downstream under this executor's retry policy (see approval/downstream)."""
-        return call_with_retries(spec, args, request_key, self.retry, self.sleep)
+    def policy_for(self, spec: ToolSpec) -> RetryPolicy:
+        """The tool's own retry policy (`write_tool(retry=...)`), else this executor's."""
+        own: RetryPolicy | None = getattr(spec, "retry", None)
+        return own if own is not None else self.retry
 
-    def record(
+    def send(self, spec: ToolSpec, execution: Execution) -> DownstreamResult | WritegateError:
+        """Call the downstream for `execution` under the tool's retry policy (see
+        approval/downstream.py); our lease is renewed to cover each second send."""
+        policy = self.policy_for(spec)
+        return call_with_retries(
+            spec,
+            execution.args,
+            execution.request_key,
+            policy,
+            hold=lambda: self.renew(execution, policy),
+            sleep=self.sleep,
+        )
+
+    def renew(self, execution: Execution, policy: RetryPolicy) -> bool:
+        """Extend our lease on a running execution by `policy.lease`, right before a
+        send; False if it is not ours any more (then nothing may be sent)."""
+        with self.store.transaction() as tx:
+            kept = tx.transition_execution(
+                execution.execution_id,
+                RUNNING,
+                ExecutionStatus.RUNNING,
+                require_owner=self.owner,
+                lease_seconds=policy.lease.total_seconds(),
+            )
+        return kept is not None
+
+    def finish(
         self,
-        tx: LedgerTx,
         identity: Identity,
         spec: ToolSpec,
         execution: Execution,
@@ -484,26 +529,58 @@ class Executor:
         proposal: Proposal | None = None,
         started: float | None = None,
     ) -> Execution:
-        """Write the outcome, guarded by our lease; if we lost it, report what is there."""
+        """T2: record the outcome of our running execution; if we lost the lease, report
+        what is there. An attempt still running (`Overrun`) is held until it answers."""
+        with tracing.span("writegate.record"), self.store.transaction() as tx:
+            done = self.record(
+                tx, identity, spec, execution, outcome, RUNNING, proposal=proposal, started=started
+            )
+            final = done or tx.get_execution(execution_id=execution.execution_id)
+        assert final is not None
+        if done is not None and isinstance(outcome, Overrun):
+            self.hold(identity, spec, done, outcome.attempt)
+        return final
+
+    def record(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        spec: ToolSpec,
+        execution: Execution,
+        outcome: DownstreamResult | WritegateError,
+        expected: tuple[ExecutionStatus, ...],
+        *,
+        proposal: Proposal | None = None,
+        started: float | None = None,
+    ) -> Execution | None:
+        """Write the outcome, guarded by our lease and `expected`; None if either changed
+        (someone else took it over: don't overwrite what they wrote).
+
+        A call still running keeps the lease; one that ended unsettled releases it, so
+        the reconciler may take it at once."""
         provider_ref, result, error_code = None, None, None
         new = outcome_status(outcome)
         if isinstance(outcome, DownstreamResult):
             provider_ref, result = outcome.provider_ref, outcome.result
         else:
             error_code = outcome.code
+        lease: float | None = None
+        if isinstance(outcome, Overrun):
+            lease = self.policy_for(spec).lease.total_seconds()
+        elif new in RELEASED:
+            lease = 0.0
         done = tx.transition_execution(
             execution.execution_id,
-            RUNNING,
+            expected,
             new,
             require_owner=self.owner,
+            lease_seconds=lease,
             provider_ref=provider_ref,
             result=result,
             error_code=error_code,
         )
-        if done is None:  # the lease was taken over (reconciliation); don't overwrite it
-            current = tx.get_execution(execution_id=execution.execution_id)
-            assert current is not None
-            return current
+        if done is None:
+            return None
         ctx = ToolContext(identity, tx.conn)
         if isinstance(outcome, DownstreamResult):
             spec.on_downstream_success(ctx, execution.args, execution.request_key, outcome)
@@ -511,6 +588,20 @@ class Executor:
             spec.compensate(ctx, execution.args, execution.request_key)
         tx.insert_audit(execution_audit(identity, proposal, done, started or time.perf_counter()))
         return done
+
+    def hold(
+        self, identity: Identity, spec: ToolSpec, execution: Execution, attempt: Attempt
+    ) -> None:
+        """Keep `execution` (unknown, under our lease) while `attempt` runs past its
+        deadline, and record the attempt's answer when it ends (approval/straggler.py)."""
+
+        def settle(tx: LedgerTx, outcome: DownstreamResult | WritegateError) -> Execution | None:
+            # An answer that settles nothing leaves an escalated execution with the person.
+            ended_ambiguous = outcome_status(outcome) is ExecutionStatus.UNKNOWN
+            late = UNKNOWN if ended_ambiguous else (*UNKNOWN, ExecutionStatus.ESCALATED)
+            return self.record(tx, identity, spec, execution, outcome, late)
+
+        Straggler(self.store, execution, self.owner, attempt, self.policy_for(spec), settle).start()
 
     # -- audit ------------------------------------------------------------------------
 

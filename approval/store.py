@@ -12,7 +12,7 @@ implements this on PostgreSQL; an in-memory version serves the fast unit tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -161,7 +161,12 @@ class LedgerTx(LedgerReads, Protocol):
         result: dict[str, Any] | None = None,
         error_code: str | None = None,
         count_attempt: bool = False,
-    ) -> Execution | None: ...
+        escalation: dict[str, Any] | None = None,
+    ) -> Execution | None:
+        """One guarded change of an execution: None unless it is in `expected` (and,
+        with `require_owner`, under that lease). `lease_seconds` sets the lease to end
+        that long from now (0 releases it); `escalation` says why a person must decide."""
+        ...
 
     def look_up_call(
         self,
@@ -257,11 +262,17 @@ class BacklogStore(Protocol):
         self,
         owner: str,
         *,
+        operations: Sequence[str],
         lease_seconds: float,
         limit: int,
         audit: Callable[[BacklogItem], AuditRecord],
     ) -> list[BacklogItem]:
-        """Claim up to `limit` due candidates no other worker holds, auditing each claim."""
+        """Claim up to `limit` due candidates of `operations` (tool names) that no one
+        holds, auditing each claim."""
+        ...
+
+    def due_elsewhere(self, operations: Sequence[str]) -> dict[str, int]:
+        """How many due candidates of tools not in `operations` there are, by tool."""
         ...
 
     def settle(
@@ -287,7 +298,11 @@ class BacklogStore(Protocol):
         *,
         delay_seconds: float,
         error_code: str | None,
-    ) -> Execution | None: ...
+        hold_seconds: float = 0.0,
+    ) -> Execution | None:
+        """Check again after `delay_seconds`; our lease ends now, or `hold_seconds` from
+        now while a call of ours is still running."""
+        ...
 
     def escalate(
         self, tx: LedgerTx, execution_id: str, owner: str, reason: dict[str, Any]

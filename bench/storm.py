@@ -29,6 +29,7 @@ from writegate.bench.db import REFUND_AMOUNT, Orders
 from writegate.bench.stats import summary_ms
 from writegate.bench.workload import IDENTITY, refund_args
 from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.pool import Pool
 from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
@@ -48,6 +49,7 @@ class OneConnection:
             url, autocommit=True, prepare_threshold=0, row_factory=dict_row
         )
         self.lock = threading.Lock()
+        self.schema = DEFAULT_SCHEMA
 
     @contextmanager
     def connection(self) -> Iterator[Connection[DictRow]]:

@@ -326,6 +326,7 @@ class PgLedgerTx:
         result: dict[str, Any] | None = None,
         error_code: str | None = None,
         count_attempt: bool = False,
+        escalation: dict[str, Any] | None = None,
     ) -> Execution | None:
         # Without a clock read yet, the statement uses the transaction's own now().
         now = self._peek_now()
@@ -343,6 +344,7 @@ class PgLedgerTx:
                 "result": Jsonb(result) if result is not None else None,
                 "error_code": error_code,
                 "attempt": 1 if count_attempt else 0,
+                "escalation": Jsonb(escalation) if escalation is not None else None,
             },
         )
         if row is not None and now is None and self._clock is None:

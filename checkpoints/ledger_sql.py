@@ -175,6 +175,7 @@ SET status = %(new)s,
     result = COALESCE(%(result)s, result),
     error_code = %(error_code)s,
     attempts = attempts + %(attempt)s,
+    escalation = COALESCE(%(escalation)s, escalation),
     completed_at = CASE WHEN %(new)s IN ('succeeded', 'failed_terminal')
                         THEN COALESCE(%(now)s::timestamptz, now()) ELSE completed_at END
 WHERE execution_id = %(execution_id)s AND status = ANY(%(expected)s)

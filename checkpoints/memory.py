@@ -47,6 +47,7 @@ class _State:
         self.proposals: dict[str, Proposal] = {}
         self.tokens: dict[str, Token] = {}
         self.executions: dict[str, Execution] = {}
+        self.escalations: dict[str, dict[str, Any]] = {}  # execution id -> why a person decides
         self.audit: list[AuditRecord] = []
         self.tombstones: dict[str, Tombstone] = {}  # by request key
 
@@ -275,6 +276,7 @@ class MemoryLedgerTx:
         result: dict[str, Any] | None = None,
         error_code: str | None = None,
         count_attempt: bool = False,
+        escalation: dict[str, Any] | None = None,
     ) -> Execution | None:
         e = self.s.executions.get(execution_id)
         if e is None or e.status not in expected:
@@ -299,6 +301,8 @@ class MemoryLedgerTx:
             completed_at=self._now if done else e.completed_at,
         )
         self.s.executions[execution_id] = updated
+        if escalation is not None:
+            self.s.escalations[execution_id] = escalation
         return updated
 
     def look_up_call(

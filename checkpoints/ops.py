@@ -7,7 +7,7 @@ and takes its rows with SKIP LOCKED so it never blocks (or is blocked by) live w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -42,11 +42,17 @@ class PgBacklog:
         self,
         owner: str,
         *,
+        operations: Sequence[str],
         lease_seconds: float,
         limit: int,
         audit: Callable[[BacklogItem], AuditRecord],
     ) -> list[BacklogItem]:
-        params = {"owner": owner, "lease_seconds": lease_seconds, "limit": limit}
+        params = {
+            "owner": owner,
+            "operations": list(operations),
+            "lease_seconds": lease_seconds,
+            "limit": limit,
+        }
         with self.pool.connection() as conn, conn.transaction():
             rows = conn.execute(self.sql.CLAIM_DUE_SQL, params).fetchall()
             items = [
@@ -62,6 +68,11 @@ class PgBacklog:
             for item in items:  # the claim and its audit row commit together
                 tx.insert_audit(audit(item))
         return items
+
+    def due_elsewhere(self, operations: Sequence[str]) -> dict[str, int]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(self.sql.DUE_ELSEWHERE_SQL, {"operations": list(operations)})
+            return {row["operation"]: int(row["n"]) for row in rows}
 
     def settle(
         self,
@@ -94,6 +105,7 @@ class PgBacklog:
         *,
         delay_seconds: float,
         error_code: str | None,
+        hold_seconds: float = 0.0,
     ) -> Execution | None:
         return self._one(
             tx,
@@ -103,6 +115,7 @@ class PgBacklog:
             status=status.value,
             delay_seconds=delay_seconds,
             error_code=error_code,
+            hold_seconds=hold_seconds,
         )
 
     def escalate(

@@ -13,18 +13,21 @@ from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, RECONCILABLE_SQL
 
 _E_COLUMNS = ", ".join("e." + c.strip() for c in EXECUTION_COLUMNS.split(","))
 
-# Due: unknown or failed_retryable past their next check, or running with an expired
-# lease. The status list matches the partial index executions_backlog_idx.
+# Due: running, unknown or failed_retryable, with no live lease (a worker that died, or
+# an outcome recorded and let go; a call past its deadline keeps its lease while it
+# runs) and past its next check. The status list matches the partial index
+# executions_backlog_idx.
 _DUE = f"""
     status IN ({RECONCILABLE_SQL})
-    AND (status <> 'running' OR lease_expires_at <= now())
+    AND (lease_expires_at IS NULL OR lease_expires_at <= now())
     AND (next_check_at IS NULL OR next_check_at <= now())"""
 
+# A reconciler claims only executions of the tools it runs (%(operations)s).
 CLAIM_DUE_SQL = f"""
 WITH due AS (
     SELECT execution_id, status AS previous_status
     FROM writegate.executions
-    WHERE {_DUE}
+    WHERE {_DUE} AND operation = ANY(%(operations)s)
     ORDER BY updated_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -39,6 +42,12 @@ FROM due
 WHERE e.execution_id = due.execution_id
 RETURNING {_E_COLUMNS}, due.previous_status, e.checks + 1 AS checks,
     extract(epoch FROM now() - e.created_at)::float8 AS age_seconds"""
+
+# What a reconciler left for the processes that run other tools.
+DUE_ELSEWHERE_SQL = f"""
+SELECT operation, count(*) AS n FROM writegate.executions
+WHERE {_DUE} AND NOT operation = ANY(%(operations)s)
+GROUP BY operation ORDER BY operation"""
 
 _GUARD = "WHERE execution_id = %(execution_id)s AND status = 'running' AND lease_owner = %(owner)s"
 
@@ -60,6 +69,7 @@ SET status = %(status)s,
     error_code = %(error_code)s,
     checks = checks + 1,
     next_check_at = now() + make_interval(secs => %(delay_seconds)s),
+    lease_expires_at = now() + make_interval(secs => %(hold_seconds)s),
     updated_at = now()
 {_GUARD}
 RETURNING {EXECUTION_COLUMNS}"""
@@ -135,7 +145,7 @@ SELECT count(*) AS n,
     COALESCE(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_s
 FROM writegate.executions
 WHERE status IN ({RECONCILABLE_SQL})
-  AND (status <> 'running' OR lease_expires_at <= now())"""
+  AND (lease_expires_at IS NULL OR lease_expires_at <= now())"""
 
 # Counted from the audit trail, so every process's events count, whoever scrapes.
 AUDIT_COUNTS_SQL = """

@@ -5,7 +5,8 @@ Studio entry, the tests and the bench run on: writegate's tables and the demo's 
 (`tools/demo/schema.py`), the payment provider (the process at WRITEGATE_PROVIDER_URL,
 else the in-process simulator), and, for fault testing only, the step at which to kill
 the process (WRITEGATE_FAULT_KILL_AT) and the execution lease
-(WRITEGATE_EXECUTION_LEASE_SECONDS) the environment asks for. The library
+(WRITEGATE_EXECUTION_LEASE_SECONDS) and the deadline per call
+(WRITEGATE_CALL_TIMEOUT_SECONDS) the environment asks for. The library
 (`Writegate.open`) never loads this module.
 """
 
@@ -29,6 +30,7 @@ from writegate.tools.demo.schema import DEMO
 from writegate.tools.demo.step_kill import kill_hook_from_env
 
 LEASE_ENV = "WRITEGATE_EXECUTION_LEASE_SECONDS"
+CALL_TIMEOUT_ENV = "WRITEGATE_CALL_TIMEOUT_SECONDS"
 PROVIDER_ENV = "WRITEGATE_PROVIDER_URL"
 
 
@@ -46,11 +48,16 @@ def setup_demo(url: str) -> None:
 
 
 def retry_from_env() -> RetryPolicy | None:
-    """The default retry policy with the execution lease from LEASE_ENV, if set."""
-    raw = os.environ.get(LEASE_ENV, "").strip()
-    if not raw:
-        return None
-    return RetryPolicy(lease=timedelta(seconds=float(raw)))
+    """The default retry policy with the execution lease (LEASE_ENV) and the deadline
+    per call (CALL_TIMEOUT_ENV) from the environment, where set; None if neither is."""
+    lease = os.environ.get(LEASE_ENV, "").strip()
+    deadline = os.environ.get(CALL_TIMEOUT_ENV, "").strip()
+    settings: dict[str, Any] = {}
+    if lease:
+        settings["lease"] = timedelta(seconds=float(lease))
+    if deadline:
+        settings["call_timeout"] = float(deadline)
+    return RetryPolicy(**settings) if settings else None
 
 
 def default_provider(pool: Pool) -> ProviderClient:

@@ -134,10 +134,6 @@ class WriteBranch:
                     continue
                 outcome = self._decide(identity, proposal, decision)
             except WritegateError as exc:
-                if is_database_outage(exc):
-                    # Not an answer for the model: the run stops here, the thread keeps its
-                    # last checkpoint, and invoking it again re-runs this node (idempotent).
-                    raise
                 if exc.code in _FINAL_CODES:
                     return self._finish(call, exc)
                 error = exc  # ask again, showing why the answer was refused
@@ -157,7 +153,9 @@ class WriteBranch:
         or the proposal now awaiting its second approver (the same question, one step
         on). A confirm that cannot run (the record moved, the policy changed, it ran
         already) ends the question and tells the model why; one the person can fix in
-        their answer (a mistyped field) raises, and the same question stands."""
+        their answer (a mistyped field), or that met the database away (nothing of it
+        committed, or its answer was lost: a second confirm finds out which), raises, and
+        the same question stands."""
         try:
             done = self.rt.executor.confirm(identity, decision, call["name"])
         except WritegateError as exc:
@@ -177,6 +175,10 @@ class WriteBranch:
         try:
             done = self.rt.executor.confirm(identity, again, call["name"])
         except WritegateError as exc:
+            if is_database_outage(exc):
+                # Not an answer for the model: the run stops here, the thread keeps its
+                # last checkpoint, and invoking it again re-runs this node (idempotent).
+                raise
             return self._finish(call, exc)
         assert not isinstance(done, AwaitingSecond)  # it was executed
         return {"messages": [tool_result(call["id"], call["name"], receipt_content(done))]}

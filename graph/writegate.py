@@ -28,6 +28,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from writegate.approval.downstream import RetryPolicy
 from writegate.approval.reconcile import Reconciler
 from writegate.approval.service import Policy
 from writegate.approval.spec import ToolSpec
@@ -75,17 +76,20 @@ class Writegate:
         tools: Iterable[Any],
         policy: Policy | None = None,
         schema: str = DEFAULT_SCHEMA,
+        retry: RetryPolicy | None = None,
         **options: Any,
     ) -> Writegate:
         """Open `database_url` (None: `DATABASE_URL`, a local server, or the embedded
         default) for `tools`: writegate's own tables are set up there, in the schema
-        `schema` and nowhere else, with LangGraph's checkpoint tables. `options` go to
-        `Runtime.open`, among them `server_user=ServerUserFields(...)`: where the
-        identity is read in LangGraph Server's authenticated user."""
+        `schema` and nowhere else, with LangGraph's checkpoint tables. `retry`: the
+        deadline and retries of every write tool that sets none of its own
+        (`write_tool(retry=...)`). `options` go to `Runtime.open`, among them
+        `server_user=ServerUserFields(...)`: where the identity is read in LangGraph
+        Server's authenticated user."""
         given = list(tools)
         registry = Registry(spec_of(tool) for tool in given)
         runtime = Runtime.open(
-            database_url, tools=registry, policy=policy, schema=schema, **options
+            database_url, tools=registry, policy=policy, schema=schema, retry=retry, **options
         )
         identify = partial(identity_of, fields=runtime.server_user)
         for tool in given:
@@ -165,8 +169,10 @@ class Writegate:
         return WritegateMiddleware(self.runtime)
 
     def reconciler(self, **options: Any) -> Reconciler:
-        """Settles this database's unknown outcomes with these tools' lookups; call
-        `.drain()` or `.run_once()` on a schedule. `options` go to `Reconciler`."""
+        """Settles the unknown outcomes of these tools (only these: another application's
+        tools in the same database are left to it) with their lookups; call `.drain()`
+        or `.run_once()` on a schedule. `options` go to `Reconciler`."""
+        options.setdefault("retry", self.runtime.executor.retry)
         return Reconciler(self.runtime.service, PgBacklog(self.runtime.pool), **options)
 
     # -- lifetime ---------------------------------------------------------------------

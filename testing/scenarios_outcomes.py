@@ -74,8 +74,8 @@ def lost_answer_is_unknown(h: Harness) -> dict[str, Any]:
            "call apply and only then lose its answer")  # fmt: skip
     expect(
         applied == 1,
-        f"one operation applied {applied} times: the executor's retries all carried "
-        f"{request_key!r}, so the tool must pass request_key downstream as its idempotency key",
+        f"one operation applied {applied} times: every send carried {request_key!r}, so "
+        "the tool must pass request_key downstream as its idempotency key",
     )
     attempts = len(h.tool.since(mark, "downstream"))
     after = h.tool.mark()
@@ -86,6 +86,12 @@ def lost_answer_is_unknown(h: Harness) -> dict[str, Any]:
     _never_resent(h, after, "when the owner retried an unknown outcome")
     settled = h.reconcile(execution_id)
     if h.has_lookup:
+        expect(
+            settled.action == "found",
+            f"the call applied and only its answer was lost, yet the lookup did not find "
+            f"{request_key!r} ({settled.action}): the tool must pass request_key downstream "
+            "as its idempotency key, and the lookup must ask by that key",
+        )
         expect(settled.status == "succeeded", f"the lookup did not settle it: {settled}")
         receipt = receipt_for(h.service.store, h.identity, proposal.proposal_id)
         expect(receipt.status == "succeeded", f"after the lookup the receipt is {receipt}")

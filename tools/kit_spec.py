@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from writegate.approval.downstream import RetryPolicy
 from writegate.approval.errors import ClarificationNeeded, StateChanged, Unprotected
 from writegate.approval.models import Identity, Preview, SideEffect
 from writegate.approval.spec import DownstreamResult, ToolContext, Validated, acting_identity
@@ -172,6 +173,14 @@ class Hooks:
         return self.normalize is not None or self.freeze is not None
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """How a write's downstream call is bounded and repeated (see `write_tool`)."""
+
+    retry: RetryPolicy | None = None  # None: the one given to Writegate.open
+    dedupes_by_key: bool = False  # the downstream drops a repeated request key
+
+
 def _json_object(value: Any, hook: str, tool: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise TypeError(f"{tool}: {hook}= must return a dict of JSON values")
@@ -191,6 +200,7 @@ class CallableTool(Tool):
         run: Runner,
         hooks: Hooks | None = None,
         local: bool = False,
+        delivery: Delivery | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -200,6 +210,10 @@ class CallableTool(Tool):
         self._run = run
         self.hooks = hooks or Hooks()
         self._local = local  # runs in the ledger's transaction, on its connection
+        delivery = delivery or Delivery()
+        # Read by the executor and the reconciler (approval/spec.py's optional hooks).
+        self.retry = delivery.retry
+        self.dedupes_by_key = delivery.dedupes_by_key
 
     def arguments(self, args: dict[str, Any]) -> dict[str, Any]:
         """The function's parameters from the canonical arguments: typed as declared, or,

@@ -4,7 +4,10 @@
 (once, or `--loop`); run it in as many processes and `--workers` as you like: they
 claim with SKIP LOCKED and never share an execution. The downstream it asks is the
 in-process simulator on the same database, or `--provider-url` /
-`WRITEGATE_PROVIDER_URL` for the HTTP one (`writegate provider serve`).
+`WRITEGATE_PROVIDER_URL` for the HTTP one (`writegate provider serve`). It claims only
+executions of the tools it runs (the demo's); the others in the database belong to
+applications that run their own reconciler (`wg.reconciler()`), and it says how many
+it left.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ def reconcile(
     settled: list[Settled] = []
     failures: list[BaseException] = []
     lock = threading.Lock()
+    left: dict[str, int] = {}
 
     def work() -> None:
         hook = kill_hook_from_env()  # fault testing only
@@ -102,6 +106,8 @@ def reconcile(
             thread.start()
         for thread in threads:
             thread.join()
+        if not failures:
+            left = Reconciler(rt.service, PgBacklog(rt.pool), policy=policy).left_to_others()
     finally:
         rt.close()
     if as_json:
@@ -111,9 +117,19 @@ def reconcile(
         console.print(f"reconciled {len(settled)} execution(s)")
         for what, n in sorted(counts.items()):
             console.print(f"  {n:5d}  {what}")
+    if left:
+        err_console.print(markup_safe(left_note(left)))
     if failures:
         err_console.print(f"[red]error:[/red] a worker stopped: {markup_safe(failures[0])}")
         raise typer.Exit(1)
+
+
+def left_note(left: dict[str, int]) -> str:
+    """What a reconcile run left to the applications that run those tools."""
+    total = sum(left.values())
+    tools = ", ".join(f"{name} ({n})" for name, n in sorted(left.items()))
+    executions = "execution" if total == 1 else "executions"
+    return f"left {total} {executions} of tools this process does not run: {tools}"
 
 
 def escalations(

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from writegate import Identity, NotFound, write_tool
+from writegate.checkpoints.migrate import apply_migrations
 from writegate.testing import (
     Fault,
     Outcome,
@@ -33,6 +34,7 @@ from writegate.tools.demo.faults import FaultScript
 from writegate.tools.demo.orders import get_order, list_orders
 from writegate.tools.demo.provider import SimulatedProvider
 from writegate.tools.demo.refunds import refund_order_tool
+from writegate.tools.demo.schema import DEMO
 from writegate.tools.demo.ticket_writes import create_ticket, update_ticket
 from writegate.tools.demo.tickets import get_ticket, list_tickets
 
@@ -46,6 +48,13 @@ VALUES (%s, %s, %s, 'Printer jams', 'Page 2 always jams.', %s, 1)"""
 CREATED_TICKETS_SQL = "SELECT count(*) FROM tickets WHERE request_key IS NOT NULL"
 TICKET_CHANGES_SQL = "SELECT coalesce(sum(version - 1), 0) FROM tickets"
 CLOSED_BATCHES_SQL = "SELECT count(DISTINCT batch_request_key) FROM batch_items"
+
+
+@pytest.fixture(autouse=True)
+def demo_tables(writegate_database: str) -> None:
+    """The demo's tools keep their rows in the demo's own tables, as a user's tools keep
+    theirs in the user's: the kit's database gets them, writegate's come with the kit."""
+    apply_migrations(writegate_database, DEMO)
 
 
 def scalar(url: str, query: str, params: tuple[Any, ...] = ()) -> int:

@@ -43,7 +43,7 @@ from writegate.tools.demo.domain import default_registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fault_tally")]
 
-FAST_RETRY = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=5))
+FAST_RETRY = RetryPolicy(base_delay=0.01, call_timeout=2.0, lease=timedelta(seconds=5))
 EXECUTION_SQL = "SELECT * FROM writegate.executions WHERE proposal_id = %s"
 LEASE_EXPIRED_SQL = """
 SELECT lease_expires_at <= now() AS expired FROM writegate.executions WHERE proposal_id = %s"""

@@ -49,7 +49,7 @@ pytestmark = pytest.mark.slow
 WRITES = 120
 CRASH_AT = 40
 LEASE = timedelta(seconds=3)
-RETRY = RetryPolicy(base_delay=0.01, lease=LEASE)
+RETRY = RetryPolicy(base_delay=0.01, call_timeout=2.0, lease=LEASE)  # the lease outlasts it
 OUTAGE_DEADLINE_S = 60.0
 T = TypeVar("T")
 

@@ -26,7 +26,7 @@ from writegate.approval import errors
 from writegate.approval.canonical import digest
 from writegate.approval.decisions import Confirm, Edit
 from writegate.approval.execution import Executor
-from writegate.approval.models import Identity
+from writegate.approval.models import Identity, Receipt
 from writegate.approval.service import ApprovalService, Policy
 from writegate.approval.store import CallLookup
 from writegate.checkpoints.ledger import PgLedgerStore
@@ -282,8 +282,8 @@ def ledger_rows(rt: Runtime, proposal_id: str) -> dict[str, object]:
 def test_the_one_transaction_confirm_leaves_the_rows_the_two_step_confirm_leaves(rt):
     together = propose_refund(rt, new_order(rt), amount=100)
     decision = Confirm(action="confirm", proposal_id=together.proposal_id)
-    receipt = rt.executor.confirm_and_execute(ALICE, decision, "refund_order")
-    assert receipt is not None and receipt.status == "succeeded"
+    receipt = rt.executor.confirm(ALICE, decision, "refund_order")
+    assert isinstance(receipt, Receipt) and receipt.status == "succeeded"
     apart = propose_refund(rt, new_order(rt), amount=100)
     assert rt.executor.execute(ALICE, confirm(rt, apart).token).status == "succeeded"
 
@@ -377,7 +377,7 @@ def test_every_audit_row_hashes_the_arguments_it_holds(rt):
     Executor(rt.service).execute(ALICE, confirm(rt, token_way).token)
     one_way = propose_refund(rt, new_order(rt), amount=800)
     decision = Confirm(action="confirm", proposal_id=one_way.proposal_id)
-    assert rt.executor.confirm_and_execute(ALICE, decision, "refund_order") is not None
+    assert rt.executor.confirm(ALICE, decision, "refund_order") is not None
     for proposal in (token_way, one_way):
         rows = list(rt.store.audit_rows(ALICE.tenant_id, proposal_id=proposal.proposal_id))
         assert [r["event"] for r in rows] == ["propose", "decide", "execute"]

@@ -24,7 +24,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 
 from tests.app_db import setup_app
 from tests.integration.studio_helpers import langgraph_dev
-from writegate.tools.seed import seed_demo
+from writegate.tools.demo.seed import seed_demo
 
 pytestmark = pytest.mark.slow
 
@@ -34,9 +34,9 @@ REFUND_2002 = "Please refund ord_2002 because the item arrived broken"
 REFUND_FIELDS = ["order_id", "amount_minor", "currency", "reason"]  # refund_order's order
 REFUSAL = "your_answer_was_refused"  # the card's first field after a refused answer
 
-COUNT_PROPOSALS_SQL = "SELECT count(*) FROM wg_proposals WHERE thread_id = ANY(%s)"
-COUNT_AUDIT_SQL = "SELECT count(*) FROM wg_audit WHERE thread_id = ANY(%s)"
-SUBJECTS_SQL = "SELECT DISTINCT subject FROM wg_proposals WHERE thread_id = %s"
+COUNT_PROPOSALS_SQL = "SELECT count(*) FROM writegate.proposals WHERE thread_id = ANY(%s)"
+COUNT_AUDIT_SQL = "SELECT count(*) FROM writegate.audit WHERE thread_id = ANY(%s)"
+SUBJECTS_SQL = "SELECT DISTINCT subject FROM writegate.proposals WHERE thread_id = %s"
 AMOUNTS_SQL = "SELECT amount_minor FROM provider.refunds WHERE order_id = %s ORDER BY created_at"
 
 

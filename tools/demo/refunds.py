@@ -255,6 +255,7 @@ def refund_order_tool(provider: ProviderClient) -> GuardedTool:
         on_success=_succeeded,
         compensate=_release,
         lookup=lookup,
+        dedupes_by_key=True,  # the provider applies an idempotency key once
     )
     def refund_order(
         order_id: OrderId,
