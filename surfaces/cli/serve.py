@@ -17,7 +17,6 @@ from typing import Annotated, Any
 import typer
 
 from writegate.surfaces.cli.common import console, database_url, err_console
-from writegate.surfaces.cli.render import reported_errors
 from writegate.surfaces.cli.terminal import clean, markup_safe
 
 keys_app = typer.Typer(
@@ -83,6 +82,7 @@ def keys_revoke(
     """Revoke an API key: from the next request on, the HTTP service and the MCP server
     refuse it, in every process."""
     from writegate.checkpoints.keys import revoke_key_by_id
+    from writegate.surfaces.cli.render import reported_errors
 
     with reported_errors(err_console), _keys_connection() as conn:
         info, revoked = revoke_key_by_id(conn, key_id)
@@ -105,6 +105,7 @@ def keys_list(
     """List API keys, oldest first: id, user, tenant, roles, created, revoked. Never a
     secret: only a hash of each is kept."""
     from writegate.checkpoints.keys import list_keys
+    from writegate.surfaces.cli.render import reported_errors
 
     with reported_errors(err_console), _keys_connection() as conn:
         found = list_keys(conn, tenant_id=tenant, active_only=active)
