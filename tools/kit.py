@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -23,12 +24,14 @@ from writegate.approval.models import Identity, SideEffect
 from writegate.approval.service import ApprovalService
 from writegate.tools.kit_args import from_function, from_langchain
 from writegate.tools.kit_spec import (
+    AmountOf,
     CallableTool,
     Clarify,
     Hooks,
     Lookup,
     Normalize,
     Resource,
+    ScopeOf,
     Step,
     ToolPreview,
     Validator,
@@ -86,6 +89,7 @@ def _declare(
     name: str | None,
     effect: SideEffect,
     hooks: Hooks,
+    expires_in: timedelta | None = None,
 ) -> GuardedTool:
     write, local = effect is not SideEffect.NONE, False
     if isinstance(target, BaseTool):
@@ -109,6 +113,7 @@ def _declare(
         run=run,
         hooks=hooks,
         local=local,
+        expires_in=expires_in,
     )
     return GuardedTool(name=tool_name, description=description, args_schema=model, spec=spec)
 
@@ -122,6 +127,9 @@ def write_tool(
     preview: Callable[..., ToolPreview] | None = None,
     validate: Validator | None = None,
     lookup: Lookup | None = None,
+    amount: AmountOf | None = None,
+    scope: ScopeOf | None = None,
+    expires_in: timedelta | None = None,
     clarify: Clarify | None = None,
     normalize: Normalize | None = None,
     freeze: Step | None = None,
@@ -149,6 +157,14 @@ def write_tool(
     - `lookup(args, request_key) -> dict | None`: did this key apply downstream? The
       result if so, None if never seen. Without it, an unknown outcome (a timeout, a
       lost answer) is escalated to a person and never sent again.
+    - `amount(args) -> (minor_units, currency)`: what the call moves, e.g.
+      `lambda a: (a["total_cents"], a["currency"])`; the policy scores it by its
+      amount bands (unset: only arguments named `amount_minor` and `currency` count).
+    - `scope(args) -> int`: how many things one call changes, scored by the policy's
+      count bands, e.g. `lambda a: len(a["recipients"])`.
+    - `expires_in`: how long a proposal waits for its decision, e.g.
+      `timedelta(hours=2)` (default: the policy's, 15 minutes as shipped); the
+      policy's `[operations.<name>] proposal_ttl_seconds` overrides it.
 
     Optional steps; each hook may declare the keyword-only values it needs of `conn`,
     `identity`, `request_key` and `expected_version` (where they exist):
@@ -176,11 +192,18 @@ def write_tool(
     if effect is SideEffect.NONE:
         raise ValueError("a write tool's side effect is reversible, irreversible or external")
 
+    if expires_in is not None and (
+        not isinstance(expires_in, timedelta) or expires_in <= timedelta(0)
+    ):
+        raise ValueError(f"expires_in must be a positive timedelta, got {expires_in!r}")
+
     hooks = Hooks(
         resource=resource,
         preview=preview,
         validate=validate,
         lookup=lookup,
+        amount=amount,
+        scope=scope,
         clarify=clarify,
         normalize=normalize,
         freeze=freeze,
@@ -190,7 +213,7 @@ def write_tool(
     )
 
     def wrap(target: Callable[..., Any] | BaseTool) -> GuardedTool:
-        return _declare(target, name, effect, hooks)
+        return _declare(target, name, effect, hooks, expires_in)
 
     return wrap if func is None else wrap(func)
 
