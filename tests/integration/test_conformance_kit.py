@@ -102,7 +102,7 @@ def test_refund_order_through_the_provider_simulator_and_its_faults(
         database_url=url,
     )
     passed(report)
-    assert report.result(Scenario.RETRIES_KEEP_THE_KEY).figures["attempts"] == 3
+    assert report.result(Scenario.RETRIES_KEEP_THE_KEY).figures["downstream_calls"] == 3
 
 
 def test_create_ticket(writegate_database: str) -> None:
@@ -162,7 +162,9 @@ def test_a_shipped_read_tool(name: str, writegate_database: str) -> None:
     )
     passed(report)
     assert [r.scenario for r in report.results] == list(ReadScenario)
-    assert report.result(ReadScenario.AUDITED_WITH_IDENTITY).figures["audit_rows"] == 3
+    figures = {result.scenario: result.figures for result in report.results}
+    assert figures[ReadScenario.RUNS_AT_ONCE] == {"tool_runs": 1, "proposals": 0}
+    assert figures[ReadScenario.AUDITED_WITH_IDENTITY] == {"tool_calls": 3, "audit_rows": 3}
 
 
 def test_every_shipped_tool_has_its_conformance_test_above() -> None:
@@ -242,6 +244,49 @@ def test_a_user_write_tool(tool: Any, writegate_database: str) -> None:
     passed(report)
     settled = report.result(Scenario.LOST_ANSWER_IS_UNKNOWN).figures["settled"]
     assert settled == ("succeeded" if tool is transfer else "escalated")
+
+
+def test_each_figure_names_what_it_counts(writegate_database: str) -> None:
+    report = check_write_tool(
+        transfer,
+        args=fresh_account,
+        edited=lambda args: {**args, "cents": 900},
+        effects=lambda: len(TRANSFERS),
+        identity=ME,
+        database_url=writegate_database,
+    )
+    passed(report)
+    figures = {result.scenario: result.figures for result in report.results}
+    assert figures[Scenario.NOTHING_BEFORE_CONFIRM] == {"effects": 1, "interrupts": 1}
+    # 16 racing confirms: one receipt, one effect; the tool's step in the confirming
+    # transaction (its validate) ran once, its function (the downstream call) once
+    assert figures[Scenario.CONCURRENT_CONFIRMS] == {
+        "confirms": 16,
+        "receipts": 1,
+        "effects": 1,
+        "in_transaction": 1,
+        "downstream_calls": 1,
+        "lookups": 0,
+        "request_keys": 1,
+    }
+    assert figures[Scenario.STRANGER_REPLAY] == {
+        "stranger_refusals": 12,
+        "owner_replay_refused_as": "already_consumed",
+        "effects": 1,
+    }
+    assert figures[Scenario.EDIT_SUPERSEDES] == {"superseded_refusals": 2, "effects": 1}
+    assert figures[Scenario.LOST_ANSWER_IS_UNKNOWN] == {
+        "downstream_calls": 3,
+        "effects": 1,
+        "settled": "succeeded",
+        "request_keys": 1,
+    }
+    assert figures[Scenario.RETRIES_KEEP_THE_KEY] == {
+        "downstream_calls": 3,
+        "reconciler_lookups": 1,
+        "reconciler_resends": 1,
+        "request_keys": 1,
+    }
 
 
 DATABASES_SQL = "SELECT datname FROM pg_database"
