@@ -231,31 +231,28 @@ def fresh_account() -> dict[str, Any]:
     return {"account": account, "cents": 1250}
 
 
-@pytest.mark.parametrize("tool", [transfer, transfer_without_lookup], ids=lambda t: t.name)
-def test_a_user_write_tool(tool: Any, writegate_database: str) -> None:
+def check_transfer(tool: Any, database_url: str) -> Report:
     report = check_write_tool(
         tool,
         args=fresh_account,
         edited=lambda args: {**args, "cents": 900},
         effects=lambda: len(TRANSFERS),
         identity=ME,
-        database_url=writegate_database,
+        database_url=database_url,
     )
     passed(report)
+    return report
+
+
+@pytest.mark.parametrize("tool", [transfer, transfer_without_lookup], ids=lambda t: t.name)
+def test_a_user_write_tool(tool: Any, writegate_database: str) -> None:
+    report = check_transfer(tool, writegate_database)
     settled = report.result(Scenario.LOST_ANSWER_IS_UNKNOWN).figures["settled"]
     assert settled == ("succeeded" if tool is transfer else "escalated")
 
 
 def test_each_figure_names_what_it_counts(writegate_database: str) -> None:
-    report = check_write_tool(
-        transfer,
-        args=fresh_account,
-        edited=lambda args: {**args, "cents": 900},
-        effects=lambda: len(TRANSFERS),
-        identity=ME,
-        database_url=writegate_database,
-    )
-    passed(report)
+    report = check_transfer(transfer, writegate_database)
     figures = {result.scenario: result.figures for result in report.results}
     assert figures[Scenario.NOTHING_BEFORE_CONFIRM] == {"effects": 1, "interrupts": 1}
     # 16 racing confirms: one receipt, one effect; the tool's step in the confirming
