@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         WritegateError,
     )
     from writegate.approval.models import Identity
+    from writegate.graph.identity import ServerUserFields
     from writegate.graph.writegate import Writegate
     from writegate.tools.kit import read_tool, write_tool
     from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
@@ -37,6 +38,7 @@ __all__ = [
     "InvalidTransition",
     "NotFound",
     "PreviewField",
+    "ServerUserFields",
     "StateChanged",
     "ToolPreview",
     "ValidationFailed",
@@ -61,6 +63,7 @@ _WHERE = {
     "ValidationFailed": "writegate.approval.errors",
     "WritegateError": "writegate.approval.errors",
     "PreviewField": "writegate.tools.kit_spec",
+    "ServerUserFields": "writegate.graph.identity",
     "ToolPreview": "writegate.tools.kit_spec",
     "Writegate": "writegate.graph.writegate",
     "read_tool": "writegate.tools.kit",

@@ -85,11 +85,16 @@ class InvalidTransition(WritegateError):
 
 
 def guard_gone(what: str) -> InvalidTransition:
-    """A write its caller expected to hold (`LedgerTx.expect_*`) found its guard gone:
-    the transaction fails, and nothing of it commits."""
-    return InvalidTransition(
-        f"{what} found its guard gone; nothing was committed", retry="decide and execute again"
-    )
+    """A guarded write made under its row's lock found its guard gone: someone changed
+    the row behind the lock, which never happens; the transaction fails, nothing of it
+    commits, and the error names the write."""
+    return InvalidTransition(f"{what} found its guard gone; nothing was committed")
+
+
+def require_held(won: bool, what: str) -> None:
+    """Raise `guard_gone(what)` unless a guarded write made under its row's lock won."""
+    if not won:
+        raise guard_gone(what)
 
 
 class InvalidDecision(WritegateError):

@@ -36,6 +36,7 @@ from writegate.approval.errors import (
     ProposalNotPending,
     ValidationFailed,
     WritegateError,
+    require_held,
 )
 from writegate.approval.models import (
     DECIDABLE,
@@ -294,24 +295,22 @@ class ApprovalService:
             tier=risk.tier.name,
             risk=risk.to_dict(),
         )
-        # Sent with the audit row and the COMMIT. The call had no proposal when it was
-        # looked up; should a concurrent twin have inserted one since, the insert writes
-        # no row and the whole transaction fails (`InvalidTransition`, nothing written).
-        tx.expect_insert_proposal(proposal)
-        tracing.remember(tx, proposal.proposal_id)
-        tx.insert_audit(
-            call_audit(
-                identity,
-                thread_id,
-                spec.name,
-                "propose",
-                proposal.args,  # hashed once already
-                "awaiting_confirmation",
-                started,
-                proposal=proposal,
-                requested_digest=proposal.args_digest,
-            )
+        audit = call_audit(
+            identity,
+            thread_id,
+            spec.name,
+            "propose",
+            proposal.args,  # hashed once already
+            "awaiting_confirmation",
+            started,
+            proposal=proposal,
+            requested_digest=proposal.args_digest,
         )
+        if not tx.insert_proposal(proposal, audit):
+            # The call had no proposal when it was looked up; a concurrent twin of this
+            # node inserted one since. Nothing was written; the caller reads the twin's.
+            raise InvalidTransition("the call's proposal was made by a twin meanwhile")
+        tracing.remember(tx, proposal.proposal_id)
         return proposal
 
     # -- decide -----------------------------------------------------------------------
@@ -339,7 +338,7 @@ class ApprovalService:
         along with it, without a statement of its own)."""
         with self.store.reading() as tx:
             proposal, execution = tx.get_proposal_and_execution(proposal_id)
-            mine = self._mine(identity, proposal, proposal_id)
+            mine = self.mine(identity, proposal, proposal_id)
             return mine, execution, tx.now()
 
     def decide(
@@ -365,31 +364,11 @@ class ApprovalService:
         self, identity: Identity, decision: Confirm | Decline | Cancel | Edit
     ) -> Confirmation | Ended | Proposal:
         started = time.perf_counter()
-        try:
-            with self.store.transaction() as tx:
-                outcome = self.decide_in(tx, identity, decision, started)
-        except InvalidTransition:
-            if isinstance(decision, Confirm):
-                self._refuse_if_consumed(decision.proposal_id)
-            raise
-        if isinstance(outcome, ProposalExpired):
-            raise outcome  # after the commit: the proposal is recorded as expired
+        with self.store.transaction() as tx:
+            outcome = self.decide_in(tx, identity, decision, started)
+        if isinstance(outcome, WritegateError):
+            raise outcome  # after the commit: its proposal's move is recorded (expired)
         return outcome
-
-    def _refuse_if_consumed(self, proposal_id: str) -> None:
-        """A second confirm whose token write found the token no longer issued: it was
-        used (or revoked, or purged) since; answered as the waited-for write was."""
-        with self.store.reading() as tx:
-            proposal = tx.get_proposal(proposal_id)
-            token = tx.get_token_for_proposal(proposal_id)
-        confirmed = proposal is not None and proposal.status in (
-            ProposalStatus.CONFIRMED,
-            ProposalStatus.EXECUTED,
-        )
-        if confirmed and (token is None or token.status is not TokenStatus.ISSUED):
-            raise AlreadyConsumed(
-                proposal_id=proposal_id, execution_id=token.execution_id if token else None
-            )
 
     def decide_in(
         self,
@@ -397,34 +376,77 @@ class ApprovalService:
         identity: Identity,
         decision: Confirm | Decline | Cancel | Edit,
         started: float,
-    ) -> Confirmation | Ended | Proposal | ProposalExpired:
-        """`decide` inside the caller's transaction. An expiry is returned, not raised:
-        the caller commits the proposal's move to expired, then raises it."""
+    ) -> Confirmation | Ended | Proposal | WritegateError:
+        """`decide` inside the caller's transaction. A refusal that is recorded (an
+        expiry: the proposal moves to expired) is returned, not raised: the caller
+        commits it, then raises it."""
         check_input(decision.model_dump())  # an edit's arguments, a reason: before any row
-        # Every move below is of this row, locked here and seen in its status: each guard
-        # holds, so each write is sent with the next statement or the COMMIT.
-        proposal = self._owned(tx, identity, decision.proposal_id, for_update=True)
-        if proposal.status in DECIDABLE and tx.now() >= proposal.expires_at:
-            tx.expect_transition_proposal(
-                proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED
-            )
-            tx.insert_audit(decision_audit(identity, proposal, "expired", started))
-            return ProposalExpired(
-                proposal_id=proposal.proposal_id, expired_at=proposal.expires_at.isoformat()
-            )
+        # Every move below is of this row, locked here and seen in its status.
+        proposal = self.mine(identity, tx.lock_proposal(decision.proposal_id).proposal,
+                              decision.proposal_id)  # fmt: skip
         if isinstance(decision, Confirm):
             return self._confirm(tx, identity, proposal, decision, started)
+        expired = self.expire_if_due(tx, identity, proposal, started)
+        if expired is not None:
+            return expired
         if isinstance(decision, Edit):
             return self._edit(tx, identity, proposal, decision.args, started)
         new = ProposalStatus.DECLINED if isinstance(decision, Decline) else ProposalStatus.CANCELLED
         reason = decision.reason if isinstance(decision, Decline) else None
         self._require_pending(proposal)
-        tx.expect_transition_proposal(
+        moved = tx.transition_proposal(
             proposal.proposal_id, proposal.status, new, decided_by=identity.user_id, reason=reason
         )
+        require_held(moved, "the proposal's move")
         said = {"person_said": reason} if reason else None
         tx.insert_audit(decision_audit(identity, proposal, new.value, started, result=said))
         return Ended(replace(proposal, status=new, decision_reason=reason))
+
+    def expire_if_due(
+        self, tx: LedgerTx, identity: Identity, proposal: Proposal, started: float
+    ) -> ProposalExpired | None:
+        """A proposal waiting on a person past its expiry (right-open, on the database
+        clock) moves to expired, audited; the refusal is returned for after the commit."""
+        if proposal.status not in DECIDABLE or tx.now() < proposal.expires_at:
+            return None
+        require_held(
+            tx.transition_proposal(proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED),
+            "the proposal's move",
+        )
+        tx.insert_audit(decision_audit(identity, proposal, "expired", started))
+        return ProposalExpired(
+            proposal_id=proposal.proposal_id, expired_at=proposal.expires_at.isoformat()
+        )
+
+    def confirming(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        proposal: Proposal,
+        decision: Confirm,
+        started: float,
+    ) -> Proposal | WritegateError | None:
+        """A confirm's checks at the proposal's tier, for a proposal awaiting it. None:
+        it is confirmed now. Otherwise what happened instead, written in `tx`: the
+        proposal awaiting its second approver (a confirm at that tier issues no token;
+        the approver's approval does), or its expiry (a refusal, for after the commit).
+        A policy change or a wrong retyped field raises, writing nothing."""
+        expired = self.expire_if_due(tx, identity, proposal, started)
+        if expired is not None:
+            return expired
+        self.require_current_requirements(proposal)
+        check_retyped(proposal, decision.retyped)
+        if not (proposal.risk or {}).get("tier", {}).get("second_approver"):
+            return None
+        moved = tx.transition_proposal(
+            proposal.proposal_id,
+            ProposalStatus.AWAITING,
+            ProposalStatus.AWAITING_SECOND,
+            decided_by=identity.user_id,
+        )
+        require_held(moved, "the proposal's move")
+        tx.insert_audit(decision_audit(identity, proposal, "awaiting_second_approval", started))
+        return replace(proposal, status=ProposalStatus.AWAITING_SECOND, decided_by=identity.user_id)
 
     def _confirm(
         self,
@@ -433,13 +455,9 @@ class ApprovalService:
         proposal: Proposal,
         decision: Confirm,
         started: float,
-    ) -> Confirmation | Proposal:
-        """Confirm at the proposal's tier.
-
-        A tier with a second approver moves the proposal to awaiting_second_approval and
-        issues no token; the approver's approval issues it (bound to the requester), and
-        the requester's next confirm hands it out.
-        """
+    ) -> Confirmation | Proposal | WritegateError:
+        """Confirm and hand out the token, for a client that presents it later (HTTP,
+        MCP, the CLI); the graph confirms and executes at once (`Executor.confirm`)."""
         if proposal.status is ProposalStatus.EXECUTED:
             token = tx.get_token_for_proposal(proposal.proposal_id)
             raise AlreadyConsumed(
@@ -447,40 +465,38 @@ class ApprovalService:
             )
         if proposal.status is ProposalStatus.AWAITING_SECOND:
             return proposal  # confirmed already; the second approver is next
-        if proposal.status is not ProposalStatus.CONFIRMED:
-            self._require_pending(proposal)
-        self.require_current_requirements(proposal)
         secret = "wgt_" + secrets.token_urlsafe(32)
         if proposal.status is ProposalStatus.CONFIRMED:
-            # The same person confirming again (a re-run node, a lost response, or the
-            # token a second approver released): the old secret is unreadable, so it is
-            # replaced; the approval stays one. Seen confirmed under the lock, its token
-            # is issued (a guard gone after all is answered in `_decide`).
+            # The same person confirming again (a lost response, or the token a second
+            # approver released): the old secret is unreadable, so it is replaced; the
+            # approval stays one. A token no longer issued was used (or revoked) since.
+            self.require_current_requirements(proposal)
             expires_at = self.token_expiry(tx, proposal)
-            tx.expect_replace_token_hash(proposal.proposal_id, hash_secret(secret), expires_at)
+            if not tx.replace_token_hash(proposal.proposal_id, hash_secret(secret), expires_at):
+                token = tx.get_token_for_proposal(proposal.proposal_id)
+                raise AlreadyConsumed(
+                    proposal_id=proposal.proposal_id,
+                    execution_id=token.execution_id if token else None,
+                )
             return Confirmation(replace(proposal), secret, expires_at)
-        check_retyped(proposal, decision.retyped)
-        if (proposal.risk or {}).get("tier", {}).get("second_approver"):
-            tx.expect_transition_proposal(
+        self._require_pending(proposal)
+        instead = self.confirming(tx, identity, proposal, decision, started)
+        if instead is not None:
+            return instead
+        require_held(
+            tx.transition_proposal(
                 proposal.proposal_id,
                 ProposalStatus.AWAITING,
-                ProposalStatus.AWAITING_SECOND,
+                ProposalStatus.CONFIRMED,
                 decided_by=identity.user_id,
-            )
-            tx.insert_audit(decision_audit(identity, proposal, "awaiting_second_approval", started))
-            return replace(
-                proposal, status=ProposalStatus.AWAITING_SECOND, decided_by=identity.user_id
-            )
-        tx.expect_transition_proposal(
-            proposal.proposal_id,
-            ProposalStatus.AWAITING,
-            ProposalStatus.CONFIRMED,
-            decided_by=identity.user_id,
+            ),
+            "the proposal's move",
         )
-        expires_at = self.issue_token(tx, proposal, secret)
+        token = self.new_token(tx, proposal, secret)
+        tx.insert_token(token)
         tx.insert_audit(decision_audit(identity, proposal, "confirmed", started))
         confirmed = replace(proposal, status=ProposalStatus.CONFIRMED, decided_by=identity.user_id)
-        return Confirmation(confirmed, secret, expires_at)
+        return Confirmation(confirmed, secret, token.expires_at)
 
     def require_current_requirements(self, proposal: Proposal) -> None:
         """A policy change that would ask more (or less) of this proposal needs a new one."""
@@ -497,29 +513,26 @@ class ApprovalService:
     def token_expiry(self, tx: LedgerTx, proposal: Proposal) -> datetime:
         return min(tx.now() + token_ttl(proposal, self.policy), proposal.expires_at)
 
-    def issue_token(self, tx: LedgerTx, proposal: Proposal, secret: str) -> datetime:
-        """The one-time token, bound to the requester, under the current policy version."""
-        expires_at = self.token_expiry(tx, proposal)
-        tx.insert_token(
-            Token(
-                token_hash=hash_secret(secret),
-                proposal_id=proposal.proposal_id,
-                subject=proposal.subject,
-                tenant_id=proposal.tenant_id,
-                audience=self.policy.audience,
-                operation=proposal.operation,
-                resource=proposal.resource,
-                args_digest=proposal.args_digest,
-                digest_scheme=proposal.digest_scheme,
-                policy_version=self.policy.version,
-                request_key=proposal.request_key,
-                issued_at=tx.now(),
-                expires_at=expires_at,
-                status=TokenStatus.ISSUED,
-                tier=proposal.tier,
-            )
+    def new_token(self, tx: LedgerTx, proposal: Proposal, secret: str) -> Token:
+        """The one-time token for `secret`, bound to the requester, under the current
+        policy version (not yet written)."""
+        return Token(
+            token_hash=hash_secret(secret),
+            proposal_id=proposal.proposal_id,
+            subject=proposal.subject,
+            tenant_id=proposal.tenant_id,
+            audience=self.policy.audience,
+            operation=proposal.operation,
+            resource=proposal.resource,
+            args_digest=proposal.args_digest,
+            digest_scheme=proposal.digest_scheme,
+            policy_version=self.policy.version,
+            request_key=proposal.request_key,
+            issued_at=tx.now(),
+            expires_at=self.token_expiry(tx, proposal),
+            status=TokenStatus.ISSUED,
+            tier=proposal.tier,
         )
-        return expires_at
 
     def edit_changes_nothing(self, proposal: Proposal, raw_args: dict[str, Any]) -> bool:
         """Whether an edit's arguments, normalized, are the proposal's own. Such an edit
@@ -607,10 +620,10 @@ class ApprovalService:
         tx: LedgerReads, identity: Identity, proposal_id: str, *, for_update: bool
     ) -> Proposal:
         proposal = tx.get_proposal(proposal_id, for_update=for_update)
-        return ApprovalService._mine(identity, proposal, proposal_id)
+        return ApprovalService.mine(identity, proposal, proposal_id)
 
     @staticmethod
-    def _mine(identity: Identity, proposal: Proposal | None, proposal_id: str) -> Proposal:
+    def mine(identity: Identity, proposal: Proposal | None, proposal_id: str) -> Proposal:
         # Someone else's proposal looks exactly like a missing one: no existence leak.
         if (
             proposal is None

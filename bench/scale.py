@@ -21,7 +21,7 @@ from psycopg.rows import DictRow
 
 from writegate.bench import scale_sql as q
 from writegate.bench.db import BenchServer, connect
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 
 SWEEP_BATCH = 1000
 PROBE_REPEAT = 30
@@ -115,7 +115,7 @@ def _drain(url: str, conn: Connection[DictRow]) -> dict[str, Any]:
             "picked": n,
             "seconds": round(time.perf_counter() - started, 3),
         }
-    with Runtime.open(url, setup=False, max_connections=4) as runtime:
+    with open_demo(url, setup=False, max_connections=4) as runtime:
         reconciler = Reconciler(runtime.service, PgBacklog(runtime.pool))
         started = time.perf_counter()
         settled = reconciler.drain(limit=100)

@@ -15,7 +15,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from writegate.approval.errors import InvalidTransition, guard_gone
+from writegate.approval.errors import InvalidTransition
 from writegate.approval.models import (
     AuditRecord,
     Execution,
@@ -25,7 +25,8 @@ from writegate.approval.models import (
     Token,
     TokenStatus,
 )
-from writegate.approval.store import CallLookup
+from writegate.approval.retention import Tombstone
+from writegate.approval.store import CallLookup, Claim, Locked
 
 # An execution whose outcome is not final: the same request may not be proposed again.
 UNSETTLED = (
@@ -47,6 +48,7 @@ class _State:
         self.tokens: dict[str, Token] = {}
         self.executions: dict[str, Execution] = {}
         self.audit: list[AuditRecord] = []
+        self.tombstones: dict[str, Tombstone] = {}  # by request key
 
 
 class MemoryLedgerTx:
@@ -64,8 +66,64 @@ class MemoryLedgerTx:
         self.s.proposals[proposal.proposal_id] = proposal
         return proposal
 
+    def insert_proposal(self, proposal: Proposal, audit: AuditRecord) -> bool:
+        if self._insert_proposal(proposal) is None:
+            return False
+        self.insert_audit(audit)
+        return True
+
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None:
         return self.s.proposals.get(proposal_id)
+
+    def lock_proposal(self, proposal_id: str) -> Locked:
+        proposal = self.s.proposals.get(proposal_id)
+        if proposal is None:
+            return Locked(None)
+        return Locked(
+            proposal,
+            token=self.get_token_for_proposal(proposal_id),
+            execution=self.get_execution(request_key=proposal.request_key),
+            purged=proposal.request_key in self.s.tombstones,
+        )
+
+    def claim(self, claim: Claim) -> None:
+        moved = self.transition_proposal(
+            claim.proposal_id,
+            claim.from_status,
+            ProposalStatus.EXECUTED,
+            decided_by=claim.decided_by,
+        )
+        if not moved:
+            raise InvalidTransition(
+                f"proposal {claim.proposal_id} is no longer {claim.from_status}"
+            )
+        token = claim.token
+        if not claim.issue:
+            held = self.s.tokens.get(token.token_hash)
+            if held is None or held.status is not TokenStatus.ISSUED:
+                raise InvalidTransition(
+                    f"the token of proposal {claim.proposal_id} is no longer issued"
+                )
+        self.s.tokens[token.token_hash] = replace(
+            token, status=TokenStatus.CONSUMED, execution_id=claim.execution.execution_id
+        )
+        if not self.insert_execution(claim.execution):
+            raise InvalidTransition(f"request key {claim.execution.request_key} is claimed")
+        for record in claim.audit:
+            self.insert_audit(record)
+
+    def find_tombstone(
+        self, *, token_hash: str | None = None, request_key: str | None = None
+    ) -> Tombstone | None:
+        return next(
+            (
+                t
+                for t in self.s.tombstones.values()
+                if (token_hash is not None and t.token_hash == token_hash)
+                or (request_key is not None and t.request_key == request_key)
+            ),
+            None,
+        )
 
     def get_call_proposal(
         self, thread_id: str, message_id: str, tool_call_id: str
@@ -76,12 +134,6 @@ class MemoryLedgerTx:
         self, proposal_id: str
     ) -> tuple[Proposal | None, Execution | None]:
         return self.s.proposals.get(proposal_id), self.get_execution(proposal_id=proposal_id)
-
-    def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
-        proposal = self.s.proposals.get(proposal_id)
-        if proposal is None:
-            return None, None
-        return proposal, self.get_execution(request_key=proposal.request_key)
 
     def _proposal_by_call(
         self, thread_id: str, tool_call_id: str, message_id: str
@@ -180,49 +232,12 @@ class MemoryLedgerTx:
         self.s.tokens[new_hash] = replace(token, token_hash=new_hash, expires_at=expires_at)
         return True
 
-    def expect_replace_token_hash(
-        self, proposal_id: str, new_hash: str, expires_at: datetime
-    ) -> None:
-        if not self.replace_token_hash(proposal_id, new_hash, expires_at):
-            raise guard_gone("the token's replacement")
-
-    def consume_token(self, token_hash: str, execution_id: str) -> bool:
-        token = self.s.tokens.get(token_hash)
-        if token is None or token.status is not TokenStatus.ISSUED:
-            return False
-        self.s.tokens[token_hash] = replace(
-            token, status=TokenStatus.CONSUMED, execution_id=execution_id
-        )
-        return True
-
     def revoke_token(self, proposal_id: str) -> bool:
         token = self.get_token_for_proposal(proposal_id)
         if token is None or token.status is not TokenStatus.ISSUED:
             return False
         self.s.tokens[token.token_hash] = replace(token, status=TokenStatus.REVOKED)
         return True
-
-    def expect_insert_proposal(self, proposal: Proposal) -> None:
-        if self._insert_proposal(proposal) is None:
-            raise InvalidTransition("the proposal's insert found its call taken")
-
-    def expect_insert_execution(self, execution: Execution) -> None:
-        if not self.insert_execution(execution):
-            raise guard_gone("the execution's claim")
-
-    def expect_transition_proposal(
-        self,
-        proposal_id: str,
-        expected: ProposalStatus,
-        new: ProposalStatus,
-        *,
-        decided_by: str | None = None,
-        reason: str | None = None,
-    ) -> None:
-        if not self.transition_proposal(
-            proposal_id, expected, new, decided_by=decided_by, reason=reason
-        ):
-            raise guard_gone("the proposal's move")
 
     def insert_execution(self, execution: Execution) -> bool:
         if self.get_execution(request_key=execution.request_key):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from writegate.checkpoints.namespace import for_schema
 from writegate.checkpoints.pool import Pool
 
 # The first record of a question wins; a re-raised interrupt records nothing new. One
@@ -10,12 +11,12 @@ from writegate.checkpoints.pool import Pool
 # keeps its setting, and a refused insert rolls the whole statement back by itself.
 INSERT_PRESENTED_SQL = """
 WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
-INSERT INTO wg_presented (thread_id, checkpoint_ns, interrupt_index, proposal_id)
+INSERT INTO writegate.presented (thread_id, checkpoint_ns, interrupt_index, proposal_id)
 SELECT %s::text, %s::text, %s::integer, %s::text FROM relaxed
 ON CONFLICT (thread_id, checkpoint_ns, interrupt_index) DO NOTHING
 """
 SELECT_PRESENTED_SQL = """
-SELECT 1 FROM wg_presented
+SELECT 1 FROM writegate.presented
 WHERE thread_id = %s AND checkpoint_ns = %s AND interrupt_index = %s AND proposal_id = %s
 """
 
@@ -23,6 +24,8 @@ WHERE thread_id = %s AND checkpoint_ns = %s AND interrupt_index = %s AND proposa
 class PgPresentedQuestions:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
+        self.insert_sql = for_schema(INSERT_PRESENTED_SQL, pool.schema)
+        self.select_sql = for_schema(SELECT_PRESENTED_SQL, pool.schema)
 
     def record(self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str) -> None:
         """Recorded without waiting for the disk: a client can only see the question once
@@ -31,11 +34,11 @@ class PgPresentedQuestions:
         question was never shown, and an answer naming no proposal is refused (safe)."""
         params = (thread_id, checkpoint_ns, index, proposal_id)
         with self.pool.connection() as conn:
-            conn.execute(INSERT_PRESENTED_SQL, params)
+            conn.execute(self.insert_sql, params)
 
     def was_presented(
         self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str
     ) -> bool:
         with self.pool.connection() as conn:
             params = (thread_id, checkpoint_ns, index, proposal_id)
-            return conn.execute(SELECT_PRESENTED_SQL, params).fetchone() is not None
+            return conn.execute(self.select_sql, params).fetchone() is not None

@@ -29,13 +29,13 @@ class WriteGate:
         """The call's ToolMessage: a receipt, or why nothing ran. `message_id`: the
         model message that made the call (with the call's id, the key of the call)."""
         state: dict[str, Any] = {"call": call, "message_id": message_id or ""}
-        for step in (self.branch.propose, self.branch.approval, self.branch.execute):
+        for step in (self.branch.propose, self.branch.approval):
             update = step(state, config)  # type: ignore[arg-type]
             if update.get("messages"):
                 message: ToolMessage = update["messages"][-1]
                 return message
             state.update(update)
-        raise AssertionError("execute always answers with a message")
+        raise AssertionError("the approval step always answers with a message")
 
     def node(self, task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """A graph node for one call sent to it (`Send(node, {"call": call,

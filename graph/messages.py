@@ -95,6 +95,37 @@ def duration_text(span: timedelta) -> str:
     return " ".join(parts) or "0 seconds"
 
 
+# After a refused answer, the first field of the card Agent Chat UI draws from
+# `action_requests[0].args`: it shows a request's name and args up front, its
+# description only behind a button. Not an argument: an edit sent back from that
+# card carries it, and `without_refusal_field` drops it before the edit is read.
+REFUSAL_FIELD = "your_answer_was_refused"
+
+
+def card_args(proposal: Proposal) -> dict[str, Any]:
+    """The proposal's args in the order its preview shows them, then any others by name.
+
+    The same order on every question: a proposal read back from the database has its
+    args in JSONB's key order, its preview's fields in their list's order.
+    """
+    shown = [
+        f["name"] for f in proposal.preview.get("fields", []) if f.get("name") in proposal.args
+    ]
+    rest = sorted(set(proposal.args) - set(shown))
+    return {name: proposal.args[name] for name in [*dict.fromkeys(shown), *rest]}
+
+
+def refusal_notice(proposal: Proposal, error: WritegateError) -> str:
+    """Why the answer was refused, and what approving now would run instead."""
+    preview = proposal.preview
+    shown = [f"{f.get('label') or f['name']} {f['display']}" for f in preview.get("fields", [])]
+    runs = preview.get("title", proposal.operation) + (f" ({', '.join(shown)})" if shown else "")
+    return (
+        f"{error.message} ({error.code}). Nothing was changed: the fields below are the "
+        f"proposal as it stands, and Approve runs exactly this: {runs}."
+    )
+
+
 def approval_request(proposal: Proposal, error: WritegateError | None = None) -> dict[str, Any]:
     """The interrupt value for one proposal: one action per interrupt. `expires_at` is
     the instant; `expires_after` the proposal's lifetime in words ("15 minutes"), which
@@ -114,13 +145,17 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
             f"Expires: {to_rfc3339(proposal.expires_at)} ({waits} after it was proposed)",
         ]
     )
+    args = card_args(proposal)
+    card = dict(args)
+    if error is not None and REFUSAL_FIELD not in args:
+        card = {REFUSAL_FIELD: refusal_notice(proposal, error), **args}
     value: dict[str, Any] = {
         "type": INTERRUPT_KIND,
         "proposal_id": proposal.proposal_id,
         "tool_call_id": proposal.tool_call_id,
         "operation": proposal.operation,
         "resource": proposal.resource,
-        "args": proposal.args,
+        "args": args,
         "args_digest": proposal.args_digest,
         "preview": preview,
         "policy_version": proposal.policy_version,
@@ -130,11 +165,9 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
             "confirm": {"action": "confirm", "proposal_id": proposal.proposal_id},
             "decline": {"action": "decline", "proposal_id": proposal.proposal_id},
             "cancel": {"action": "cancel", "proposal_id": proposal.proposal_id},
-            "edit": {"action": "edit", "proposal_id": proposal.proposal_id, "args": proposal.args},
+            "edit": {"action": "edit", "proposal_id": proposal.proposal_id, "args": args},
         },
-        "action_requests": [
-            {"name": proposal.operation, "args": proposal.args, "description": description}
-        ],
+        "action_requests": [{"name": proposal.operation, "args": card, "description": description}],
         "review_configs": [
             {"action_name": proposal.operation, "allowed_decisions": ["approve", "edit", "reject"]}
         ],
@@ -142,6 +175,22 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
     if error is not None:
         value["error"] = error.to_dict()
     return value
+
+
+def without_refusal_field(answer: Any, args: dict[str, Any]) -> Any:
+    """`answer` without the refusal field a LangChain edit sent back from the card."""
+    decisions = answer.get("decisions") if isinstance(answer, dict) else None
+    if REFUSAL_FIELD in args or not isinstance(decisions, list):
+        return answer
+    return {**answer, "decisions": [_without_field(item) for item in decisions]}
+
+
+def _without_field(item: Any) -> Any:
+    edited = item.get("edited_action") if isinstance(item, dict) else None
+    if not isinstance(edited, dict) or not isinstance(edited.get("args"), dict):
+        return item
+    sent = {k: v for k, v in edited["args"].items() if k != REFUSAL_FIELD}
+    return {**item, "edited_action": {**edited, "args": sent}}
 
 
 def executed_values(messages: Any) -> dict[str, dict[str, Any]]:

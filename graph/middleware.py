@@ -122,14 +122,16 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         answers = self.unanswered.answers(messages, config)
         history = with_answers(messages, answers) if answers else messages
         waiting = awaiting_news(history)
-        news = settled_updates(self.rt.store, identity_of(config), waiting) if waiting else []
+        identity = identity_of(config, self.rt.server_user)
+        news = settled_updates(self.rt.store, identity, waiting) if waiting else []
         return _Turn(history if answers else None, news), answers
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse]
     ) -> Any:
         config = get_config()
-        identity_of(config)  # no identity: fail before the model runs
+        # No identity, or one the run may not claim: fail before the model runs.
+        identity_of(config, self.rt.server_user)
         messages = request.state["messages"]
         if ends_turn(messages):
             return _END_TURN
@@ -144,7 +146,7 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]],
     ) -> Any:
         config = get_config()
-        identity_of(config)
+        identity_of(config, self.rt.server_user)
         messages = request.state["messages"]
         if ends_turn(messages):
             return _END_TURN

@@ -127,7 +127,10 @@ class CallNodes:
         call = branch["call"]
         try:
             result = self.rt.service.read(
-                identity_of(config), call["name"], call["args"], thread_id=thread_of(config)
+                identity_of(config, self.rt.server_user),
+                call["name"],
+                call["args"],
+                thread_id=thread_of(config),
             )
             content = result if "status" in result else {"status": "ok", **result}
             message = tool_result(call["id"], call["name"], content)
@@ -148,7 +151,8 @@ class Nodes(CallNodes):
         self.unanswered = Unanswered(runtime)
 
     def agent(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        identity = identity_of(config)  # fail before the model runs if identity is missing
+        # No identity, or one the run may not claim: fail before the model runs.
+        identity = identity_of(config, self.rt.server_user)
         if ends_turn(state["messages"]):
             return {}  # marked resolved: the model reads it with the thread's next message
         # Calls a new message left unanswered are answered first (graph/unanswered.py).

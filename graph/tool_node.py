@@ -46,7 +46,8 @@ def build_before_model(runtime: Runtime) -> Callable[[dict[str, Any], RunnableCo
     unanswered = Unanswered(runtime)
 
     def before_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        identity = identity_of(config)  # no identity: the run fails before the model runs
+        # No identity, or one the run may not claim: the run fails before the model runs.
+        identity = identity_of(config, runtime.server_user)
         answered = unanswered.update(state["messages"], config)
         history = answered[1:] or state["messages"]
         news = settled_updates(runtime.store, identity, awaiting_news(history))

@@ -79,7 +79,7 @@ class Unanswered:
         found = unanswered_calls(messages)
         if not found:
             return {}
-        identity, thread = identity_of(config), thread_of(config)
+        identity, thread = identity_of(config, self.rt.server_user), thread_of(config)
         answers: dict[str | None, list[ToolMessage]] = {}
         for at, calls in found.items():
             asked = messages[at]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -30,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 from writegate.approval.reconcile import Reconciler
 from writegate.approval.service import Policy
 from writegate.approval.spec import ToolSpec
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.ops import PgBacklog
 from writegate.graph.build import build_graph
 from writegate.graph.identity import identity_of, thread_of
@@ -72,15 +74,23 @@ class Writegate:
         *,
         tools: Iterable[Any],
         policy: Policy | None = None,
+        schema: str = DEFAULT_SCHEMA,
         **options: Any,
     ) -> Writegate:
-        """`database_url` None: resolved as the CLI does. `options` go to `Runtime.open`."""
+        """Open `database_url` (None: `DATABASE_URL`, a local server, or the embedded
+        default) for `tools`: writegate's own tables are set up there, in the schema
+        `schema` and nowhere else, with LangGraph's checkpoint tables. `options` go to
+        `Runtime.open`, among them `server_user=ServerUserFields(...)`: where the
+        identity is read in LangGraph Server's authenticated user."""
         given = list(tools)
         registry = Registry(spec_of(tool) for tool in given)
-        runtime = Runtime.open(database_url, policy=policy, registry=registry, **options)
+        runtime = Runtime.open(
+            database_url, tools=registry, policy=policy, schema=schema, **options
+        )
+        identify = partial(identity_of, fields=runtime.server_user)
         for tool in given:
             if isinstance(tool, GuardedTool):
-                tool.attach(runtime.service, identity_of, thread_of)
+                tool.attach(runtime.service, identify, thread_of)
         return cls(runtime, given)
 
     # -- checkpoints ------------------------------------------------------------------

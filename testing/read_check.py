@@ -29,9 +29,9 @@ from writegate.testing.report import ReadScenario, Report, Violation, expect, ru
 # Who acts is the host's to say: a read tool whose arguments name the user or tenant
 # lets the model choose whose data it reads.
 IDENTITY_ARGUMENTS = ("user_id", "tenant_id")
-PROPOSALS_SQL = "SELECT count(*) AS n FROM wg_proposals WHERE operation = %s"
+PROPOSALS_SQL = "SELECT count(*) AS n FROM writegate.proposals WHERE operation = %s"
 AUDIT_SQL = """
-SELECT user_id, tenant_id, event, status, error_code FROM wg_audit
+SELECT user_id, tenant_id, event, status, error_code FROM writegate.audit
 WHERE thread_id = %s AND tool_name = %s ORDER BY audit_id
 """
 

@@ -18,6 +18,7 @@ from langgraph.types import Command
 
 from writegate.approval.decisions import Confirm, Edit
 from writegate.approval.errors import WritegateError
+from writegate.approval.execution import AwaitingSecond
 from writegate.approval.models import Proposal, Receipt
 from writegate.testing.harness import Harness, refusal
 from writegate.testing.recorder import Call
@@ -87,15 +88,14 @@ def concurrent_confirms(h: Harness) -> dict[str, Any]:
     decision = h.confirm_decision(proposal)
     before, mark = h.effects(), h.tool.mark()
     start = threading.Barrier(h.concurrency)
-    answers: list[Receipt | BaseException] = []
+    answers: list[Receipt | AwaitingSecond | BaseException] = []
     lock = threading.Lock()
 
     def confirm_and_execute() -> None:
         start.wait()
         try:
-            h.service.decide(h.identity, decision)
-            answer: Receipt | BaseException = h.executor.execute_confirmed(
-                h.identity, proposal.proposal_id, h.tool.name
+            answer: Receipt | AwaitingSecond | BaseException = h.executor.confirm(
+                h.identity, decision, h.tool.name
             )
         except BaseException as exc:
             answer = exc
@@ -171,8 +171,8 @@ def stranger_replay(h: Harness) -> dict[str, Any]:
                     h.service.decide, stranger, Confirm(action="confirm", proposal_id=pid)
                 ),
                 "executed the owner's token": partial(h.executor.execute, stranger, token),
-                "executed the confirmed proposal": partial(
-                    h.executor.execute_confirmed, stranger, pid, h.tool.name
+                "confirmed and executed the proposal": partial(
+                    h.executor.confirm, stranger, Confirm(action="confirm", proposal_id=pid)
                 ),
             }
             for what, attempt in attempts.items():

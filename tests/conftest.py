@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from writegate.checkpoints.migrate import setup_database
+from tests.app_db import setup_app
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.testing import database as throwaway
 
@@ -58,9 +58,10 @@ def create_database(test_server_url: str) -> Iterator[Callable[[], str]]:
 
 @pytest.fixture(scope="session")
 def database_url(create_database: Callable[[], str]) -> str:
-    """URL of a fresh database with writegate's schema and LangGraph's checkpointer tables."""
+    """URL of a fresh database with every table the demo application uses: writegate's,
+    LangGraph's checkpoints, the HTTP service's and the demo domain's."""
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     return url
 
 

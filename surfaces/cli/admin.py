@@ -47,10 +47,10 @@ def _identity(user: str, tenant: str, roles: list[str] | None) -> Identity:
 @contextmanager
 def _runtime() -> Iterator[Runtime]:
     """A runtime whose refusals print as a structured error and exit 1, never a trace."""
-    from writegate.graph.runtime import Runtime
+    from writegate.graph.demo import open_demo
     from writegate.surfaces.cli.render import error_panel
 
-    runtime = Runtime.open(database_url())
+    runtime = open_demo(database_url())
     try:
         yield runtime
     except WritegateError as exc:

@@ -2,10 +2,11 @@
 
 Each module adds itself through `register(app)`; this module imports them all and
 none imports it back. A command module holds only what `--help` shows (the command,
-its options and help text): what a command needs to run (the agent, LangGraph, a model
-client, the schema) is imported inside it when it runs, so `writegate --help`, `db`
-and `keys` never load the agent or a model client. `writegate bench` sits a layer above
-the surfaces, so the console entry point (`writegate.__main__`) adds it on top.
+its options and help text): what a command needs to run (the agent, LangGraph, a
+model client, LangGraph's saver) is imported inside it when it runs, so `writegate
+--help`, `db` and `keys` never load the agent or a model client. `writegate bench` sits
+a layer above the surfaces, so the console entry point (`writegate.__main__`) adds it
+on top.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from writegate.approval.errors import WritegateError
 from writegate.approval.policy import PolicyError
 from writegate.approval.tracing_setup import configure_from_env
 from writegate.checkpoints.database import DatabaseUnavailable
+from writegate.checkpoints.migrate import MigrationError
 from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threads
 from writegate.surfaces.cli.common import err_console
 from writegate.surfaces.cli.terminal import markup_safe
@@ -56,6 +58,10 @@ def run(app: typer.Typer) -> None:
     configure_from_env()  # tracing, only if OTEL_TRACES_EXPORTER asks for it
     try:
         app()
+    except (DatabaseUnavailable, MigrationError, PolicyError, WritegateError) as exc:
+        # escaped: a policy error names tables such as [points], which are not markup
+        err_console.print(f"[red]error:[/red] {markup_safe(exc)}", soft_wrap=True)
+        raise SystemExit(2) from exc
     except psycopg.OperationalError as exc:
         # the server went away or refused us mid-command: its first line, not a traceback
         first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
@@ -65,17 +71,3 @@ def run(app: typer.Typer) -> None:
             soft_wrap=True,
         )
         raise SystemExit(2) from exc
-    except Exception as exc:
-        if not _known(exc):
-            raise
-        # escaped: a policy error names tables such as [points], which are not markup
-        err_console.print(f"[red]error:[/red] {markup_safe(exc)}", soft_wrap=True)
-        raise SystemExit(2) from exc
-
-
-def _known(exc: Exception) -> bool:
-    """A failure that is one line for the person, not a traceback."""
-    # Imported only when something failed: the schema module brings LangGraph's saver.
-    from writegate.checkpoints.migrate import MigrationError
-
-    return isinstance(exc, (DatabaseUnavailable, MigrationError, PolicyError, WritegateError))

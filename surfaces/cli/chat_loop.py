@@ -22,6 +22,7 @@ from langgraph.types import Command, Interrupt
 
 from writegate.approval.canonical import CanonicalizationError, check_input
 from writegate.graph.build import build_graph
+from writegate.graph.demo import open_demo
 from writegate.graph.model import describe_model
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.cli.common import console, database_url, err_console
@@ -33,7 +34,13 @@ from writegate.surfaces.cli.render import (
     reported_errors,
 )
 from writegate.surfaces.cli.terminal import markup_safe
-from writegate.tools.money import CURRENCIES, AmountError, format_major, format_minor, parse_major
+from writegate.tools.demo.money import (
+    CURRENCIES,
+    AmountError,
+    format_major,
+    format_minor,
+    parse_major,
+)
 
 DECISIONS = ("confirm", "decline", "cancel", "edit", "later")
 QUIT = ("/quit", "/exit")
@@ -48,7 +55,7 @@ def run_chat(thread: str | None, user: str, tenant: str) -> None:
     thread_id = thread or f"chat-{uuid.uuid4().hex[:12]}"
     url = database_url()
     with reported_errors(err_console):
-        runtime = Runtime.open(url)
+        runtime = open_demo(url)
     with runtime:
         _offer_demo_data(runtime, tenant)
         graph = build_graph(runtime, checkpointer=runtime.checkpointer)
@@ -66,7 +73,7 @@ def run_chat(thread: str | None, user: str, tenant: str) -> None:
 
 def _offer_demo_data(runtime: Runtime, tenant: str) -> None:
     """Seed the demo tenant on first use of an empty database, else say how to."""
-    from writegate.tools.seed import DEMO_TENANT, foreign_rows, has_demo_data, seed_demo
+    from writegate.tools.demo.seed import DEMO_TENANT, foreign_rows, has_demo_data, seed_demo
 
     if tenant != DEMO_TENANT:
         return

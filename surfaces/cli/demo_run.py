@@ -27,9 +27,9 @@ from writegate.approval.models import Identity
 from writegate.approval.service import Confirmation
 from writegate.checkpoints.database import describe_database
 from writegate.graph.build import build_graph
+from writegate.graph.demo import DemoRuntime, open_demo
 from writegate.graph.messages import approval_request
 from writegate.graph.model import describe_model
-from writegate.graph.runtime import Runtime
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import (
     audit_table,
@@ -40,8 +40,8 @@ from writegate.surfaces.cli.render import (
     reported_errors,
 )
 from writegate.surfaces.cli.terminal import markup_safe
-from writegate.tools.provider import SimulatedProvider
-from writegate.tools.seed import create_demo_order, seed_demo
+from writegate.tools.demo.provider import SimulatedProvider
+from writegate.tools.demo.seed import create_demo_order, seed_demo
 
 TENANT = "tenant_hz"
 USER = Identity("user_42", TENANT)
@@ -63,7 +63,7 @@ def run_demo() -> None:
     console.print(f"[bold]database[/bold] {describe_database(url)}")
     console.print(f"[bold]model[/bold]    {describe_model()}")
     with reported_errors(err_console), console.status("Preparing the database and demo data"):
-        runtime = Runtime.open(url)
+        runtime = open_demo(url)
         with runtime.pool.connection() as conn:
             seed_demo(conn)
             # this run's own orders: every run starts from ¥199.00 refundable
@@ -85,21 +85,21 @@ def _step(title: str) -> None:
     console.rule(f"[bold]{title}")
 
 
-def _refunds(runtime: Runtime, order_id: str) -> int:
+def _refunds(runtime: DemoRuntime, order_id: str) -> int:
     provider = runtime.provider
     if not isinstance(provider, SimulatedProvider):
         raise DemoFailed("the demo counts refunds in the simulated provider only")
     return provider.count_refunds(order_id)
 
 
-def _expect_refunds(runtime: Runtime, order_id: str, expected: int) -> None:
+def _expect_refunds(runtime: DemoRuntime, order_id: str, expected: int) -> None:
     seen = _refunds(runtime, order_id)
     if seen != expected:
         raise DemoFailed(f"the provider saw {seen} refund(s) for {order_id}, expected {expected}")
     console.print(f"[dim]provider refunds for {order_id}: {seen}[/dim]")
 
 
-def _graph_part(runtime: Runtime, thread: str, order: str) -> None:
+def _graph_part(runtime: DemoRuntime, thread: str, order: str) -> None:
     graph = build_graph(runtime, checkpointer=runtime.checkpointer)
     config: Any = {"configurable": {"thread_id": thread, "user_id": USER.user_id,
                                     "tenant_id": TENANT}}  # fmt: skip
@@ -146,7 +146,7 @@ def _graph_part(runtime: Runtime, thread: str, order: str) -> None:
                               title=f"audit rows for thread {thread}"))  # fmt: skip
 
 
-def _protocol_part(runtime: Runtime, thread: str, orders: tuple[str, str]) -> None:
+def _protocol_part(runtime: DemoRuntime, thread: str, orders: tuple[str, str]) -> None:
     first_order, protocol_order = orders
     _step(f"6. protocol level: user_42 proposes and confirms a refund of {protocol_order}")
     service, executor = runtime.service, runtime.executor

@@ -42,12 +42,12 @@ def _print_json(value: Any) -> None:
 
 
 def _open_runtime(provider_url: str | None, connections: int) -> Any:
-    from writegate.graph.runtime import Runtime
-    from writegate.tools.provider_http import HttpProvider
+    from writegate.graph.demo import open_demo
+    from writegate.tools.demo.provider_http import HttpProvider
 
     url = provider_url or os.environ.get(PROVIDER_URL_ENV, "").strip() or None
     provider = HttpProvider(url) if url else None
-    return Runtime.open(database_url(), provider=provider, max_connections=connections)
+    return open_demo(database_url(), provider=provider, max_connections=connections)
 
 
 def reconcile(
@@ -80,7 +80,7 @@ def reconcile(
     failures: list[BaseException] = []
     lock = threading.Lock()
 
-    from writegate.tools.step_kill import kill_hook_from_env
+    from writegate.tools.demo.step_kill import kill_hook_from_env
 
     def work() -> None:
         hook = kill_hook_from_env()  # fault testing only
@@ -232,7 +232,7 @@ def provider_serve(
     ] = 5.0,
 ) -> None:
     """Run the payment provider simulator over HTTP (refund, lookup by key, faults)."""
-    from writegate.tools.provider_http import serve
+    from writegate.tools.demo.provider_http import serve
 
     def ready(url: str) -> None:
         print(f"listening on {url}", flush=True)

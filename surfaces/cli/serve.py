@@ -63,7 +63,7 @@ def keys_create(
     ] = None,
 ) -> None:
     """Create an API key for USER in TENANT and print it once (only its hash is kept)."""
-    from writegate.checkpoints.keys import create_key
+    from writegate.surfaces.store.keys import create_key
 
     with _keys_connection() as conn:
         made = create_key(conn, user, tenant, role or [])
@@ -81,8 +81,8 @@ def keys_revoke(
 ) -> None:
     """Revoke an API key: from the next request on, the HTTP service and the MCP server
     refuse it, in every process."""
-    from writegate.checkpoints.keys import revoke_key_by_id
     from writegate.surfaces.cli.render import reported_errors
+    from writegate.surfaces.store.keys import revoke_key_by_id
 
     with reported_errors(err_console), _keys_connection() as conn:
         info, revoked = revoke_key_by_id(conn, key_id)
@@ -104,8 +104,8 @@ def keys_list(
 ) -> None:
     """List API keys, oldest first: id, user, tenant, roles, created, revoked. Never a
     secret: only a hash of each is kept."""
-    from writegate.checkpoints.keys import list_keys
     from writegate.surfaces.cli.render import reported_errors
+    from writegate.surfaces.store.keys import list_keys
 
     with reported_errors(err_console), _keys_connection() as conn:
         found = list_keys(conn, tenant_id=tenant, active_only=active)
@@ -127,11 +127,13 @@ def keys_list(
 @contextmanager
 def _keys_connection() -> Iterator[Any]:
     """One connection to the (set up) database, for a key command."""
-    from writegate.checkpoints.migrate import setup_database
     from writegate.checkpoints.pool import open_pool
+    from writegate.checkpoints.schema import setup_database
+    from writegate.surfaces.store import setup_service
 
     url = database_url()
     setup_database(url)
+    setup_service(url)
     pool = open_pool(url, max_size=1)
     try:
         with pool.connection() as conn:

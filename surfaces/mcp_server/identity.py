@@ -27,9 +27,9 @@ import anyio
 from writegate.approval.canonical import hash_secret
 from writegate.approval.errors import Forbidden, TemporarilyUnavailable, ValidationFailed
 from writegate.approval.models import Identity
-from writegate.checkpoints.keys import resolve_key
 from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool
+from writegate.surfaces.store.keys import resolve_key
 
 KEYS_ENV = "WRITEGATE_MCP_KEYS"
 # Where `require_bearer` leaves the caller's identity in the request's ASGI scope.

@@ -85,7 +85,7 @@ def ask_to_pay(way: Any, wg: Writegate, account: str, *replies: Any) -> tuple[An
 def proposal_row(db: str, proposal_id: str) -> dict[str, Any]:
     with psycopg.connect(db) as conn:
         row = conn.execute(
-            "SELECT status, tenant_id, subject FROM wg_proposals WHERE proposal_id = %s",
+            "SELECT status, tenant_id, subject FROM writegate.proposals WHERE proposal_id = %s",
             (proposal_id,),
         ).fetchone()
     assert row is not None
@@ -95,7 +95,7 @@ def proposal_row(db: str, proposal_id: str) -> dict[str, Any]:
 def audit_of(db: str, proposal_id: str) -> list[dict[str, Any]]:
     with psycopg.connect(db, row_factory=dict_row) as conn:
         return conn.execute(
-            "SELECT event, status, tenant_id, user_id, result FROM wg_audit "
+            "SELECT event, status, tenant_id, user_id, result FROM writegate.audit "
             "WHERE proposal_id = %s ORDER BY audit_id",
             (proposal_id,),
         ).fetchall()

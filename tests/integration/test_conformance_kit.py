@@ -27,14 +27,14 @@ from writegate.testing import (
     check_write_tool,
     throwaway_database,
 )
-from writegate.tools.batch import close_tickets
-from writegate.tools.domain import domain_tools
-from writegate.tools.faults import FaultScript
-from writegate.tools.orders import get_order, list_orders
-from writegate.tools.provider import SimulatedProvider
-from writegate.tools.refunds import refund_order_tool
-from writegate.tools.ticket_writes import create_ticket, update_ticket
-from writegate.tools.tickets import get_ticket, list_tickets
+from writegate.tools.demo.batch import close_tickets
+from writegate.tools.demo.domain import domain_tools
+from writegate.tools.demo.faults import FaultScript
+from writegate.tools.demo.orders import get_order, list_orders
+from writegate.tools.demo.provider import SimulatedProvider
+from writegate.tools.demo.refunds import refund_order_tool
+from writegate.tools.demo.ticket_writes import create_ticket, update_ticket
+from writegate.tools.demo.tickets import get_ticket, list_tickets
 
 ME = Identity("user_kit", "tenant_kit")
 INSERT_ORDER_SQL = """

@@ -31,8 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = "tests.integration.email_child"
 DEADLINE_S = 60.0
 CONFIG = {"configurable": {"thread_id": "", "user_id": "u1", "tenant_id": "t1"}}
-ESCALATION_SQL = "SELECT escalation FROM wg_executions"
-LEASE_EXPIRED_SQL = "SELECT bool_and(lease_expires_at <= now()) AS expired FROM wg_executions"
+ESCALATION_SQL = "SELECT escalation FROM writegate.executions"
+LEASE_EXPIRED_SQL = (
+    "SELECT bool_and(lease_expires_at <= now()) AS expired FROM writegate.executions"
+)
 
 
 class HoldingMailbox(Mailbox):

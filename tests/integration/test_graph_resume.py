@@ -35,6 +35,7 @@ from tests.integration.graph_helpers import (
     tool_messages,
 )
 from writegate.approval.errors import NotFound
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 
 AWAITING = ["awaiting_confirmation"]
@@ -142,7 +143,7 @@ def test_decline_and_cancel_are_distinct_outcomes(
 
 def test_expiry_is_judged_on_the_server_clock_right_open(rt: Runtime) -> None:
     moment = [db_now(rt)]
-    pinned = Runtime.open(rt.url, setup=False, clock=lambda: moment[0], max_connections=2)
+    pinned = open_demo(rt.url, setup=False, clock=lambda: moment[0], max_connections=2)
     try:
         thread, order = new_id("t"), new_order(rt)
         graph, asked = start_refund(pinned, thread, order)
@@ -389,7 +390,7 @@ def test_langchain_decision_naming_another_proposal_is_refused(rt: Runtime, wher
 
 
 AUDIT_EVENTS_SQL = """
-SELECT event, status FROM wg_audit WHERE proposal_id = %s ORDER BY audit_id
+SELECT event, status FROM writegate.audit WHERE proposal_id = %s ORDER BY audit_id
 """
 
 

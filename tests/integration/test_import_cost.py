@@ -83,7 +83,7 @@ def test_db_and_keys_load_no_graph_runtime_and_no_model_client(
 ) -> None:
     env = {**os.environ, "DATABASE_URL": create_database(), "OPENAI_API_KEY": "sk-unused"}
     modules = loaded_by(args, tmp_path, env)
-    assert "writegate.checkpoints.migrate" in modules  # the command did its work
+    assert "writegate.checkpoints.schema" in modules  # the command set the tables up
     assert heavy(modules) == []
 
 

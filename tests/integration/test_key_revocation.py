@@ -29,7 +29,6 @@ from psycopg.rows import dict_row
 from tests.integration.http_fixtures import ROOT, Replica, seeded_database, wait_for
 from tests.integration.mcp_helpers import free_port, start_http_server
 from writegate.approval.models import Identity
-from writegate.checkpoints.keys import create_key
 from writegate.checkpoints.pool import open_pool
 from writegate.surfaces.mcp_server.identity import (
     KeyRing,
@@ -39,6 +38,7 @@ from writegate.surfaces.mcp_server.identity import (
     request_identity,
     require_bearer,
 )
+from writegate.surfaces.store.keys import create_key
 
 MCP_HEADERS = {
     "Accept": "application/json, text/event-stream",

@@ -131,7 +131,7 @@ def test_an_operation_the_policy_does_not_list_says_so_in_its_reason(wg: Writega
 def _lifetime(wg: Writegate, proposal_id: str) -> timedelta:
     with psycopg.connect(wg.runtime.url) as conn:
         row = conn.execute(
-            "SELECT expires_at - created_at FROM wg_proposals WHERE proposal_id = %s",
+            "SELECT expires_at - created_at FROM writegate.proposals WHERE proposal_id = %s",
             (proposal_id,),
         ).fetchone()
     assert row is not None
@@ -177,7 +177,7 @@ def test_a_proposal_past_its_tools_expiry_on_the_database_clock_runs_nothing(
     with psycopg.connect(wg.runtime.url, autocommit=True) as conn:
         while True:  # wait for the database's clock, not ours
             row = conn.execute(
-                "SELECT now() >= expires_at FROM wg_proposals WHERE proposal_id = %s",
+                "SELECT now() >= expires_at FROM writegate.proposals WHERE proposal_id = %s",
                 (proposal_id,),
             ).fetchone()
             if row and row[0]:

@@ -24,7 +24,7 @@ from writegate.approval.retention import RetentionPolicy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.approval.spec import DownstreamResult
 from writegate.checkpoints.memory import MemoryLedgerStore
-from writegate.tools.faults import FaultScript, parse_rule
+from writegate.tools.demo.faults import FaultScript, parse_rule
 
 ALICE = Identity("alice", "t1")
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("label")

@@ -27,8 +27,8 @@ from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog, PgTombstones
 from writegate.checkpoints.pool import open_pool
-from writegate.tools.domain import default_registry
-from writegate.tools.provider_http import HttpProvider
+from writegate.tools.demo.domain import default_registry
+from writegate.tools.demo.provider_http import HttpProvider
 
 
 def kill_at(step: str | None) -> Any:
@@ -79,11 +79,11 @@ def run_graph_job(job: dict[str, Any]) -> dict[str, Any]:
     from langgraph.types import Command
 
     from writegate.graph.build import build_graph
-    from writegate.graph.runtime import Runtime
+    from writegate.graph.demo import open_demo
     from writegate.graph.scripted import ScriptedChatModel
 
     retry = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=job.get("lease_s", 0.5)))
-    rt = Runtime.open(
+    rt = open_demo(
         job["db"],
         setup=False,
         provider=HttpProvider(job["provider"], timeout=1.0),
