@@ -267,8 +267,12 @@ class ApprovalService:
         preview = spec.preview(args, seen).to_dict()
         hook = getattr(spec, "risk_inputs", None)
         risk = assess(self.policy.risk, risk_inputs(spec.name, args, preview, identity, hook))
+        # the policy's word on this operation, else the tool's own, its tier's, the default
+        waits = self.policy.proposal_ttl_for(
+            spec.name, risk.tier, getattr(spec, "expires_in", None)
+        )
         # Added beside the fields, never instead of one: the person still sees everything.
-        preview["confirmation"] = risk.confirmation(self.policy)
+        preview["confirmation"] = risk.confirmation(self.policy, waits)
         proposal = Proposal(
             proposal_id=proposal_id,
             thread_id=thread_id,
@@ -287,8 +291,7 @@ class ApprovalService:
             request_key=f"{spec.name}:{identity.tenant_id}:{seen.resource}:{proposal_id}",
             status=ProposalStatus.AWAITING,
             created_at=now,
-            # the tier's own time to live (a second approver may need longer), else the policy's
-            expires_at=now + (risk.tier.proposal_ttl or self.policy.proposal_ttl),
+            expires_at=now + waits,
             tier=risk.tier.name,
             risk=risk.to_dict(),
         )

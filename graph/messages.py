@@ -9,6 +9,7 @@ the proposal, its preview and expiry, and LangChain's `action_requests` /
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -81,6 +82,19 @@ def receipt_content(receipt: Receipt) -> dict[str, Any]:
     return {**receipt.to_dict(), "status": receipt.status}
 
 
+_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def duration_text(span: timedelta) -> str:
+    """A lifetime as a person reads it: "15 minutes", "1 day 2 hours"."""
+    left, parts = max(0, round(span.total_seconds())), []
+    for unit, size in _UNITS:
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count} {unit}{'' if count == 1 else 's'}")
+    return " ".join(parts) or "0 seconds"
+
+
 # After a refused answer, the first field of the card Agent Chat UI draws from
 # `action_requests[0].args`: it shows a request's name and args up front, its
 # description only behind a button. Not an argument: an edit sent back from that
@@ -113,7 +127,10 @@ def refusal_notice(proposal: Proposal, error: WritegateError) -> str:
 
 
 def approval_request(proposal: Proposal, error: WritegateError | None = None) -> dict[str, Any]:
-    """The interrupt value for one proposal: one action per interrupt."""
+    """The interrupt value for one proposal: one action per interrupt. `expires_at` is
+    the instant; `expires_after` the proposal's lifetime in words ("15 minutes"), which
+    stays true however late the question is shown again."""
+    waits = duration_text(proposal.expires_at - proposal.created_at)
     preview = proposal.preview
     lines = [f"{f['name']}: {f['display']}" for f in preview.get("fields", [])]
     # A UI may show only this text: a refused answer's reason comes first. Blank lines
@@ -125,7 +142,7 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
             preview.get("title", proposal.operation),
             *lines,
             f"Impact: {preview.get('impact', '')}",
-            f"Expires: {to_rfc3339(proposal.expires_at)}",
+            f"Expires: {to_rfc3339(proposal.expires_at)} ({waits} after it was proposed)",
         ]
     )
     args = card_args(proposal)
@@ -143,6 +160,7 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
         "preview": preview,
         "policy_version": proposal.policy_version,
         "expires_at": to_rfc3339(proposal.expires_at),
+        "expires_after": waits,
         "respond_with": {
             "confirm": {"action": "confirm", "proposal_id": proposal.proposal_id},
             "decline": {"action": "decline", "proposal_id": proposal.proposal_id},

@@ -99,12 +99,12 @@ def lost_answer_is_unknown(h: Harness) -> dict[str, Any]:
     else:
         expect(settled.status == "escalated", f"without a lookup it was not escalated: {settled}")
         _never_resent(h, after, "without a lookup")
-    count_effects(h, before, 1, "after reconciliation")
+    effects = count_effects(h, before, 1, "after reconciliation")
     return {
-        "attempts": attempts,
-        "effects": 1,
+        "downstream_calls": attempts,  # the executor's, with their retries
+        "effects": effects,
         "settled": settled.status,
-        "keys": _one_key(h, mark, request_key),
+        "request_keys": _one_key(h, mark, request_key),
     }
 
 
@@ -136,8 +136,8 @@ def retries_keep_the_key(h: Harness) -> dict[str, Any]:
         _never_resent(h, after, "without a lookup")
         count_effects(h, before, 0, "after escalation")
     return {
-        "attempts": attempts,
-        "resends": len(h.tool.since(after, "downstream")),
-        "lookups": len(h.tool.since(after, "lookup")),
-        "keys": _one_key(h, mark, request_key),
+        "downstream_calls": attempts,  # the executor's, with their retries
+        "reconciler_lookups": len(h.tool.since(after, "lookup")),
+        "reconciler_resends": len(h.tool.since(after, "downstream")),
+        "request_keys": _one_key(h, mark, request_key),
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -24,6 +25,7 @@ from writegate.approval.models import Identity, SideEffect
 from writegate.approval.service import ApprovalService
 from writegate.tools.kit_args import from_function, from_langchain
 from writegate.tools.kit_spec import (
+    AmountOf,
     CallableTool,
     Clarify,
     Delivery,
@@ -31,6 +33,7 @@ from writegate.tools.kit_spec import (
     Lookup,
     Normalize,
     Resource,
+    ScopeOf,
     Step,
     ToolPreview,
     Validator,
@@ -89,6 +92,7 @@ def _declare(
     effect: SideEffect,
     hooks: Hooks,
     delivery: Delivery | None = None,
+    expires_in: timedelta | None = None,
 ) -> GuardedTool:
     write, local = effect is not SideEffect.NONE, False
     if isinstance(target, BaseTool):
@@ -115,6 +119,7 @@ def _declare(
         hooks=hooks,
         local=local,
         delivery=delivery,
+        expires_in=expires_in,
     )
     return GuardedTool(name=tool_name, description=description, args_schema=model, spec=spec)
 
@@ -128,6 +133,9 @@ def write_tool(
     preview: Callable[..., ToolPreview] | None = None,
     validate: Validator | None = None,
     lookup: Lookup | None = None,
+    amount: AmountOf | None = None,
+    scope: ScopeOf | None = None,
+    expires_in: timedelta | None = None,
     clarify: Clarify | None = None,
     normalize: Normalize | None = None,
     freeze: Step | None = None,
@@ -163,6 +171,14 @@ def write_tool(
       same key; never while an earlier attempt may still be running.
     - `retry=RetryPolicy(...)`: this tool's deadline per call and its retries (default:
       the one given to `Writegate.open`).
+    - `amount(args) -> (minor_units, currency)`: what the call moves, e.g.
+      `lambda a: (a["total_cents"], a["currency"])`; the policy scores it by its
+      amount bands (unset: only arguments named `amount_minor` and `currency` count).
+    - `scope(args) -> int`: how many things one call changes, scored by the policy's
+      count bands, e.g. `lambda a: len(a["recipients"])`.
+    - `expires_in`: how long a proposal waits for its decision, e.g.
+      `timedelta(hours=2)` (default: the policy's, 15 minutes as shipped); the
+      policy's `[operations.<name>] proposal_ttl_seconds` overrides it.
 
     Optional steps; each hook may declare the keyword-only values it needs of `conn`,
     `identity`, `request_key` and `expected_version` (where they exist):
@@ -193,11 +209,18 @@ def write_tool(
     if effect is SideEffect.NONE:
         raise ValueError("a write tool's side effect is reversible, irreversible or external")
 
+    if expires_in is not None and (
+        not isinstance(expires_in, timedelta) or expires_in <= timedelta(0)
+    ):
+        raise ValueError(f"expires_in must be a positive timedelta, got {expires_in!r}")
+
     hooks = Hooks(
         resource=resource,
         preview=preview,
         validate=validate,
         lookup=lookup,
+        amount=amount,
+        scope=scope,
         clarify=clarify,
         normalize=normalize,
         freeze=freeze,
@@ -209,7 +232,7 @@ def write_tool(
     delivery = Delivery(retry, dedupes_by_key)
 
     def wrap(target: Callable[..., Any] | BaseTool) -> GuardedTool:
-        return _declare(target, name, effect, hooks, delivery)
+        return _declare(target, name, effect, hooks, delivery, expires_in)
 
     return wrap if func is None else wrap(func)
 

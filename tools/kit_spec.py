@@ -27,6 +27,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -40,6 +41,10 @@ from writegate.tools.registry import StrictArgs, Tool
 Resource = Callable[[dict[str, Any]], str]
 Validator = Callable[..., "int | Checked"]  # (args, identity[, *, conn])
 Lookup = Callable[[dict[str, Any], str], "dict[str, Any] | None"]
+# What one call puts at stake, for the policy's tiers: its amount as (minor units,
+# currency code), e.g. (123456, "EUR") for EUR 1,234.56; or how many things it changes.
+AmountOf = Callable[[dict[str, Any]], tuple[int, str]]
+ScopeOf = Callable[[dict[str, Any]], int]
 # Each step a hook may add; `call_hook` hands it the keywords it declares of
 # conn, identity, request_key and expected_version.
 Clarify = Callable[[dict[str, Any]], Mapping[str, str]]  # raw -> {missing field: question}
@@ -160,6 +165,8 @@ class Hooks:
     preview: Callable[..., ToolPreview] | None = None
     validate: Validator | None = None
     lookup: Lookup | None = None
+    amount: AmountOf | None = None
+    scope: ScopeOf | None = None
     clarify: Clarify | None = None
     normalize: Normalize | None = None
     freeze: Step | None = None
@@ -201,6 +208,7 @@ class CallableTool(Tool):
         hooks: Hooks | None = None,
         local: bool = False,
         delivery: Delivery | None = None,
+        expires_in: timedelta | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -214,6 +222,7 @@ class CallableTool(Tool):
         # Read by the executor and the reconciler (approval/spec.py's optional hooks).
         self.retry = delivery.retry
         self.dedupes_by_key = delivery.dedupes_by_key
+        self.expires_in = expires_in  # how long its proposals wait; None: the policy's
 
     def arguments(self, args: dict[str, Any]) -> dict[str, Any]:
         """The function's parameters from the canonical arguments: typed as declared, or,
@@ -248,6 +257,25 @@ class CallableTool(Tool):
             return args
         scope = call_hook(self.hooks.freeze, args, conn=ctx.conn, identity=ctx.identity)
         return {**args, **_json_object(scope, "freeze", self.name)}
+
+    def risk_inputs(self, args: dict[str, Any]) -> dict[str, Any]:
+        """What the tool declared is at stake (`amount=`, `scope=`), for the tiers."""
+        declared: dict[str, Any] = {}
+        if self.hooks.amount is not None:
+            found = self.hooks.amount(args)
+            minor, currency = found if isinstance(found, tuple) and len(found) == 2 else (0, 0)
+            if type(minor) is not int or not isinstance(currency, str) or not currency.strip():
+                raise TypeError(
+                    f"{self.name}: amount= must return (minor units as int, currency code), "
+                    f"got {found!r}"
+                )
+            declared.update(amount_minor=minor, currency=currency.strip().upper())
+        if self.hooks.scope is not None:
+            count = self.hooks.scope(args)
+            if type(count) is not int:
+                raise TypeError(f"{self.name}: scope= must return an int count, got {count!r}")
+            declared["count"] = count
+        return declared
 
     # -- read -------------------------------------------------------------------------
 

@@ -27,7 +27,6 @@ from writegate.approval.retention import RetentionPolicy
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, list_escalations, purge
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.terminal import inert, markup_safe
-from writegate.tools.demo.step_kill import kill_hook_from_env
 
 PROVIDER_URL_ENV = "WRITEGATE_PROVIDER_URL"
 provider_app = typer.Typer(help="The payment provider simulator.", no_args_is_help=True)
@@ -84,6 +83,8 @@ def reconcile(
     failures: list[BaseException] = []
     lock = threading.Lock()
     left: dict[str, int] = {}
+
+    from writegate.tools.demo.step_kill import kill_hook_from_env
 
     def work() -> None:
         hook = kill_hook_from_env()  # fault testing only

@@ -17,7 +17,6 @@ from typing import Annotated, Any
 import typer
 
 from writegate.surfaces.cli.common import console, database_url, err_console
-from writegate.surfaces.cli.render import reported_errors
 from writegate.surfaces.cli.terminal import clean, markup_safe
 
 keys_app = typer.Typer(
@@ -82,6 +81,7 @@ def keys_revoke(
 ) -> None:
     """Revoke an API key: from the next request on, the HTTP service and the MCP server
     refuse it, in every process."""
+    from writegate.surfaces.cli.render import reported_errors
     from writegate.surfaces.store.keys import revoke_key_by_id
 
     with reported_errors(err_console), _keys_connection() as conn:
@@ -104,6 +104,7 @@ def keys_list(
 ) -> None:
     """List API keys, oldest first: id, user, tenant, roles, created, revoked. Never a
     secret: only a hash of each is kept."""
+    from writegate.surfaces.cli.render import reported_errors
     from writegate.surfaces.store.keys import list_keys
 
     with reported_errors(err_console), _keys_connection() as conn:

@@ -15,11 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from writegate.checkpoints.database import describe_database
-from writegate.checkpoints.pool import open_pool
-from writegate.checkpoints.schema import setup_database
-from writegate.checkpoints.views import LedgerViews
 from writegate.surfaces.cli.common import console, database_url, err_console
-from writegate.surfaces.cli.render import reported_errors
 from writegate.surfaces.cli.terminal import inert
 
 
@@ -35,6 +31,11 @@ def threads(
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
 ) -> None:
     """List threads and the approvals pending on each."""
+    from writegate.checkpoints.pool import open_pool
+    from writegate.checkpoints.schema import setup_database
+    from writegate.checkpoints.views import LedgerViews
+    from writegate.surfaces.cli.render import reported_errors
+
     url = database_url()
     params: dict[str, Any] = {"user_id": user, "tenant_id": tenant, "limit": limit}
     with reported_errors(err_console):
