@@ -5,11 +5,10 @@ As a library, in front of your own tools (see docs/library.md):
 
     from writegate import Writegate, write_tool, read_tool
 
-Installed, every module lives under this one name: `writegate.approval` (the protocol),
-`writegate.tools`, `writegate.checkpoints` (PostgreSQL), `writegate.graph` (the agent),
-`writegate.surfaces` (CLI, HTTP, MCP), `writegate.bench` and `writegate.testing` (the
-conformance kit for your own write tools). Names below are loaded on first use, so
-`import writegate` stays light.
+This module is the public face: everything a user needs is importable from here (the
+entry point, the tool kit, the settings, the typed question and answers, the errors),
+and `writegate.testing` holds the conformance kit. Every other module is internal and
+may change without notice. Names load on first use, so `import writegate` stays light.
 """
 
 from __future__ import annotations
@@ -19,40 +18,121 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from writegate.approval.downstream import RetryPolicy
+    from writegate.approval.contract import (
+        ActionRequest,
+        ApprovalRequest,
+        ApproveDecision,
+        EditDecision,
+        EditedAction,
+        ErrorBody,
+        HitlDecisions,
+        PreviewFieldView,
+        PreviewView,
+        RejectDecision,
+        RespondWith,
+        ReviewConfig,
+    )
+    from writegate.approval.decisions import (
+        Cancel,
+        Confirm,
+        Decline,
+        Edit,
+    )
+    from writegate.approval.downstream import (
+        RetryPolicy,
+    )
     from writegate.approval.errors import (
+        ClarificationNeeded,
+        ExecutionFailed,
+        Forbidden,
+        IdentityConflict,
         InvalidTransition,
+        MissingIdentity,
         NotFound,
         RateLimited,
+        ScopeChanged,
         StateChanged,
         TemporarilyUnavailable,
+        Unprotected,
         UpstreamTimeout,
         ValidationFailed,
         WritegateError,
+        error_for_code,
     )
-    from writegate.approval.models import Identity
-    from writegate.graph.identity import ServerUserFields
-    from writegate.graph.writegate import Writegate
-    from writegate.tools.kit import read_tool, write_tool
-    from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
+    from writegate.approval.models import (
+        Identity,
+        Receipt,
+    )
+    from writegate.approval.policy import (
+        Policy,
+    )
+    from writegate.graph.identity import (
+        ServerUserFields,
+    )
+    from writegate.graph.writegate import (
+        Writegate,
+    )
+    from writegate.tools.kit import (
+        GuardedTool,
+        WriteToolOptions,
+        read_tool,
+        write_tool,
+    )
+    from writegate.tools.kit_spec import (
+        AmountOf,
+        Checked,
+        PreviewField,
+        ScopeOf,
+        ToolPreview,
+    )
 
 __all__ = [
+    "ActionRequest",
+    "AmountOf",
+    "ApprovalRequest",
+    "ApproveDecision",
+    "Cancel",
     "Checked",
+    "ClarificationNeeded",
+    "Confirm",
+    "Decline",
+    "Edit",
+    "EditDecision",
+    "EditedAction",
+    "ErrorBody",
+    "ExecutionFailed",
+    "Forbidden",
+    "GuardedTool",
+    "HitlDecisions",
     "Identity",
+    "IdentityConflict",
     "InvalidTransition",
+    "MissingIdentity",
     "NotFound",
+    "Policy",
     "PreviewField",
+    "PreviewFieldView",
+    "PreviewView",
     "RateLimited",
+    "Receipt",
+    "RejectDecision",
+    "RespondWith",
     "RetryPolicy",
+    "ReviewConfig",
+    "ScopeChanged",
+    "ScopeOf",
     "ServerUserFields",
     "StateChanged",
     "TemporarilyUnavailable",
     "ToolPreview",
+    "Unprotected",
     "UpstreamTimeout",
     "ValidationFailed",
+    "WriteToolOptions",
     "Writegate",
     "WritegateError",
     "__version__",
+    "error_for_code",
     "read_tool",
     "write_tool",
 ]
@@ -63,21 +143,51 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
     __version__ = "0.0.0"
 
 _WHERE = {
+    "ActionRequest": "writegate.approval.contract",
+    "AmountOf": "writegate.tools.kit_spec",
+    "ApprovalRequest": "writegate.approval.contract",
+    "ApproveDecision": "writegate.approval.contract",
+    "Cancel": "writegate.approval.decisions",
     "Checked": "writegate.tools.kit_spec",
+    "ClarificationNeeded": "writegate.approval.errors",
+    "Confirm": "writegate.approval.decisions",
+    "Decline": "writegate.approval.decisions",
+    "Edit": "writegate.approval.decisions",
+    "EditDecision": "writegate.approval.contract",
+    "EditedAction": "writegate.approval.contract",
+    "ErrorBody": "writegate.approval.contract",
+    "ExecutionFailed": "writegate.approval.errors",
+    "Forbidden": "writegate.approval.errors",
+    "GuardedTool": "writegate.tools.kit",
+    "HitlDecisions": "writegate.approval.contract",
     "Identity": "writegate.approval.models",
+    "IdentityConflict": "writegate.approval.errors",
     "InvalidTransition": "writegate.approval.errors",
+    "MissingIdentity": "writegate.approval.errors",
     "NotFound": "writegate.approval.errors",
+    "Policy": "writegate.approval.policy",
+    "PreviewField": "writegate.tools.kit_spec",
+    "PreviewFieldView": "writegate.approval.contract",
+    "PreviewView": "writegate.approval.contract",
     "RateLimited": "writegate.approval.errors",
+    "Receipt": "writegate.approval.models",
+    "RejectDecision": "writegate.approval.contract",
+    "RespondWith": "writegate.approval.contract",
     "RetryPolicy": "writegate.approval.downstream",
+    "ReviewConfig": "writegate.approval.contract",
+    "ScopeChanged": "writegate.approval.errors",
+    "ScopeOf": "writegate.tools.kit_spec",
+    "ServerUserFields": "writegate.graph.identity",
     "StateChanged": "writegate.approval.errors",
     "TemporarilyUnavailable": "writegate.approval.errors",
+    "ToolPreview": "writegate.tools.kit_spec",
+    "Unprotected": "writegate.approval.errors",
     "UpstreamTimeout": "writegate.approval.errors",
     "ValidationFailed": "writegate.approval.errors",
-    "WritegateError": "writegate.approval.errors",
-    "PreviewField": "writegate.tools.kit_spec",
-    "ServerUserFields": "writegate.graph.identity",
-    "ToolPreview": "writegate.tools.kit_spec",
+    "WriteToolOptions": "writegate.tools.kit",
     "Writegate": "writegate.graph.writegate",
+    "WritegateError": "writegate.approval.errors",
+    "error_for_code": "writegate.approval.errors",
     "read_tool": "writegate.tools.kit",
     "write_tool": "writegate.tools.kit",
 }

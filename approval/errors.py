@@ -11,7 +11,11 @@ import uuid
 from typing import Any, ClassVar
 
 
-class WritegateError(Exception):
+class WritegateError(RuntimeError):
+    """Every refusal writegate makes. Its message is written for the person and the model
+    (never a secret, never a trace), so servers that show a `RuntimeError`'s message to
+    their client (LangGraph Server does) show it."""
+
     code: ClassVar[str] = "internal_error"
     retryable: ClassVar[bool] = False
     default_message: ClassVar[str] = "the request could not be completed"
@@ -44,6 +48,25 @@ class ValidationFailed(WritegateError):
 class CanonicalizationError(ValidationFailed, ValueError):
     """A value has no single canonical form (a float, NaN, a naive time, a control
     character, a lone surrogate, nesting too deep): bad input like any other."""
+
+
+class MissingIdentity(WritegateError):
+    """The run has no identity writegate may act as; writegate never guesses one.
+
+    Raised before anything runs, so the run fails and nothing is proposed or audited.
+    """
+
+    code = "identity_missing"
+    default_message = (
+        "set user_id and tenant_id from your authenticated session before running writegate"
+    )
+
+
+class IdentityConflict(MissingIdentity):
+    """The run claims a user, tenant, roles or trust that its host did not give it."""
+
+    code = "identity_conflict"
+    default_message = "the run names someone its host did not authenticate"
 
 
 class ClarificationNeeded(WritegateError):

@@ -13,9 +13,10 @@
 A confirm may end before the claim, recorded: a proposal past its expiry, a tier that
 waits for a second approver. A replay (a second confirm, the token again, a re-run
 node) finds the execution and answers with its receipt or its state, audited as a
-duplicate. A lost or ambiguous downstream answer leaves the execution `unknown`: it is never
-re-run blindly here; `approval/reconcile.py` looks it up by key. A call still running
-at its deadline is held by this process until it answers (approval/straggler.py).
+duplicate. A lost or ambiguous downstream answer leaves the execution `unknown`: it is
+never re-run blindly here; `approval/reconcile.py` looks it up by key. A call still
+running at its deadline is held by this process until it answers (approval/straggler.py).
+The words (claim, lease, straggler, ...) are defined in docs/glossary.md.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ def email_call(to: str = "bob@example.com", call_id: str = "call_mail_1") -> dic
 def main() -> None:
     import tempfile
 
-    from writegate.graph.scripted import ScriptedChatModel
+    from writegate.testing import ScriptedChatModel
 
     mailbox = Mailbox().start()
     model = ScriptedChatModel(script=[AIMessage("", tool_calls=[email_call()]), AIMessage("Sent.")])

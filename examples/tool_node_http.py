@@ -157,7 +157,7 @@ def settle(wg: Writegate) -> list[Any]:
 
 
 def main() -> None:
-    from writegate.graph.scripted import ScriptedChatModel
+    from writegate.testing import ScriptedChatModel
 
     api = PaymentsApi().start()
     call = {"name": "pay", "args": {"account": "acct_1", "cents": 1250}, "id": "call_1"}

@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from writegate.graph.gate import WriteGate
+from writegate.graph.gate import ToolCallGate
 from writegate.graph.model import build_chat_model
 from writegate.graph.nodes import SYSTEM_PROMPT, Nodes
 from writegate.graph.runtime import Runtime
@@ -43,7 +43,7 @@ def build_graph(
     builder: Any = StateGraph(MessagesState)  # branch nodes take Send payloads
     builder.add_node("agent", nodes.agent)
     builder.add_node("read", nodes.read)
-    builder.add_node("write", WriteGate(runtime).node)
+    builder.add_node("write", ToolCallGate(runtime).node)
     builder.add_node("refuse", nodes.refuse)
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", nodes.route, ["read", "write", "refuse", "__end__"])

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import CONFIG_KEY_RUNTIME
 
+from writegate.approval.errors import IdentityConflict, MissingIdentity
 from writegate.approval.models import Identity
 
 _KEYS = ("user_id", "tenant_id", "roles", "trust")
@@ -47,29 +48,6 @@ class ServerUserFields:
     tenant: str = "tenant_id"
     roles: str | None = "roles"
     trust: str | None = "trust"
-
-
-class MissingIdentity(RuntimeError):
-    """The run has no identity writegate may act as; writegate never guesses one.
-
-    Raised before anything runs, so the run fails and nothing is proposed or audited.
-    """
-
-    code: ClassVar[str] = "identity_missing"
-    retryable: ClassVar[bool] = False
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-        super().__init__(message)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "retryable": self.retryable}
-
-
-class IdentityConflict(MissingIdentity):
-    """The run claims a user, tenant, roles or trust that its host did not give it."""
-
-    code = "identity_conflict"
 
 
 def _context_of(config: RunnableConfig) -> dict[str, Any]:

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, cast
 
 from langchain_core.messages import ToolMessage
 
 from writegate.approval.canonical import to_rfc3339
+from writegate.approval.contract import ApprovalRequest, ErrorBody, PreviewView
 from writegate.approval.errors import UNSETTLED_CODES, WritegateError
 from writegate.approval.models import Proposal, Receipt
 
-INTERRUPT_KIND = "writegate.approval"
+INTERRUPT_KIND: Literal["writegate.approval"] = "writegate.approval"
 
 # Told to the model alongside the code, so it does not "retry" a refusal.
 _ADVICE = {
@@ -126,7 +127,7 @@ def refusal_notice(proposal: Proposal, error: WritegateError) -> str:
     )
 
 
-def approval_request(proposal: Proposal, error: WritegateError | None = None) -> dict[str, Any]:
+def approval_request(proposal: Proposal, error: WritegateError | None = None) -> ApprovalRequest:
     """The interrupt value for one proposal: one action per interrupt. `expires_at` is
     the instant; `expires_after` the proposal's lifetime in words ("15 minutes"), which
     stays true however late the question is shown again."""
@@ -149,7 +150,7 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
     card = dict(args)
     if error is not None and REFUSAL_FIELD not in args:
         card = {REFUSAL_FIELD: refusal_notice(proposal, error), **args}
-    value: dict[str, Any] = {
+    value: ApprovalRequest = {
         "type": INTERRUPT_KIND,
         "proposal_id": proposal.proposal_id,
         "tool_call_id": proposal.tool_call_id,
@@ -157,7 +158,7 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
         "resource": proposal.resource,
         "args": args,
         "args_digest": proposal.args_digest,
-        "preview": preview,
+        "preview": cast(PreviewView, preview),
         "policy_version": proposal.policy_version,
         "expires_at": to_rfc3339(proposal.expires_at),
         "expires_after": waits,
@@ -173,7 +174,7 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
         ],
     }
     if error is not None:
-        value["error"] = error.to_dict()
+        value["error"] = cast(ErrorBody, error.to_dict())
     return value
 
 

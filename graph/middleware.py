@@ -40,7 +40,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
 from writegate.approval.errors import Unprotected
-from writegate.graph.gate import WriteGate
+from writegate.graph.gate import ToolCallGate
 from writegate.graph.identity import identity_of
 from writegate.graph.messages import tool_error
 from writegate.graph.nodes import CallNodes
@@ -100,7 +100,7 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def __init__(self, runtime: Runtime) -> None:
         super().__init__()
         self.rt = runtime
-        self.gate = WriteGate(runtime)
+        self.gate = ToolCallGate(runtime)
         self.calls = CallNodes(runtime)
         self.unanswered = Unanswered(runtime)
 

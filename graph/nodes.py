@@ -1,7 +1,7 @@
 """The parent graph's nodes: agent, router, read, refuse.
 
 A write tool call is a request, never a fact: the router sends each one to its own
-`write` branch (propose -> approval -> execute, in `graph/write_branch.py`); read calls
+`write` task (propose -> approval -> execute, in `graph/gate.py`); read calls
 run at once and are audited; the model runs again once every branch has finished.
 """
 
@@ -125,9 +125,10 @@ class CallNodes:
 
     def read(self, branch: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         call = branch["call"]
+        identity = identity_of(config, self.rt.server_user)  # none: the run fails, unread
         try:
             result = self.rt.service.read(
-                identity_of(config, self.rt.server_user),
+                identity,
                 call["name"],
                 call["args"],
                 thread_id=thread_of(config),

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from writegate.graph.gate import WriteGate
+from writegate.graph.gate import ToolCallGate
 from writegate.graph.identity import identity_of
 from writegate.graph.nodes import CallNodes
 from writegate.graph.runtime import Runtime
@@ -28,7 +28,7 @@ def build_tool_node(
     runtime: Runtime, name: str = "tools"
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compiled without a checkpointer: as a node it shares its parent graph's."""
-    calls, gate = CallNodes(runtime), WriteGate(runtime)
+    calls, gate = CallNodes(runtime), ToolCallGate(runtime)
     builder: Any = StateGraph(MessagesState)  # the call nodes take Send payloads
     builder.add_node("read", calls.read)
     builder.add_node("write", gate.node)

@@ -15,7 +15,8 @@ escalated, never re-sent blindly) and every retry carries the same request key.
 `ReadScenario`s: it runs at once, every call is audited with who made it, it has no
 write path, and who acts comes from the host, never from its arguments. The
 `writegate_database` fixture comes from `writegate.testing.pytest_plugin`.
-See docs/library.md, "Conformance kit".
+`ScriptedChatModel` is a chat model that replies from a script: a test's, or a
+notebook's, stand-in for a real model. See docs/library.md, "Conformance kit".
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 if __name__ != "writegate.testing":  # the repository root is the package `writegate`
     raise ImportError(f"import writegate.testing, not {__name__} (see CONTRIBUTING.md)")
 
+from writegate.graph.scripted import ScriptedChatModel
 from writegate.testing.check import check_write_tool
 from writegate.testing.database import throwaway_database
 from writegate.testing.read_check import check_read_tool
@@ -37,6 +39,7 @@ __all__ = [
     "Report",
     "Scenario",
     "ScenarioResult",
+    "ScriptedChatModel",
     "check_read_tool",
     "check_write_tool",
     "throwaway_database",
