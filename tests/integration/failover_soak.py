@@ -99,7 +99,10 @@ WHERE o.order_id = ANY(%s)"""
 PROVIDER_SQL = """
 SELECT order_id, idempotency_key, provider_ref, amount_minor FROM provider.refunds
 WHERE order_id = ANY(%s)"""
-AMOUNT_MINOR = 1000
+ROWS_SQL = """
+SELECT p.proposal_id, p.status AS proposal, e.status AS execution
+FROM wg_proposals p LEFT JOIN wg_executions e ON e.proposal_id = p.proposal_id
+WHERE p.proposal_id = ANY(%s)"""
 
 
 @dataclass
@@ -111,6 +114,7 @@ class Op:
     thread_id: str = ""
     answers: list[str] = field(default_factory=list)  # what the person saw, in order
     receipt_ref: str | None = None  # the provider reference the person was shown
+    lost: str = ""  # which of its rows the promoted standby was missing
 
 
 @dataclass
@@ -120,6 +124,7 @@ class Failover:
     killed_at: float
     promoted_s: float = 0.0  # kill -> the standby takes writes (the engine)
     writes_again_s: float = 0.0  # kill -> the next click that executed (the person)
+    lost_ops: int = 0  # operations with rows the old primary had and the new one lacks
 
 
 @dataclass
@@ -130,6 +135,9 @@ class Figures:
     seen: Counter[str] = field(default_factory=Counter)  # every HTTP answer, by status/code
     model_saw: Counter[str] = field(default_factory=Counter)  # the refund's tool message
     problems: list[str] = field(default_factory=list)
+    # Lost commits that writegate does not find again yet (docs/operations.md): an
+    # operation sent again under its key without a lookup, or left only at the provider.
+    gaps: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def line(self, seed: int) -> str:
@@ -142,15 +150,20 @@ class Figures:
     def details(self) -> str:
         per = Counter(f.point for f in self.failovers)
         times = [f"{f.point}/{f.freeze}: promoted {f.promoted_s:.1f} s, writes again "
-                 f"{f.writes_again_s:.1f} s" for f in self.failovers]  # fmt: skip
+                 f"{f.writes_again_s:.1f} s, operations with lost rows {f.lost_ops}"
+                 for f in self.failovers]  # fmt: skip
         c = self.check
         return (
             f"failovers per point {dict(per)}; settled {c['settled']}, escalated "
-            f"{c['escalated']}, found again {c['found_again']}, wall time {self.seconds:.0f} s\n"
+            f"{c['escalated']}; operations with lost rows {c['lost_rows']}: found again "
+            f"{c['found_again']}, sent again under their key without a lookup {c['blind']}, "
+            f"not done (and told so) {c['not_done']}, left only at the provider {c['vanished']}; "
+            f"wall time {self.seconds:.0f} s\n"
             f"  the person saw: {dict(sorted(self.seen.items()))}\n"
             f"  the model saw: {dict(sorted(self.model_saw.items()))}\n"
             + "\n".join(f"  {t}" for t in times)
             + "".join(f"\n  problem: {p}" for p in self.problems)
+            + "".join(f"\n  not found again: {g}" for g in self.gaps)
         )
 
 
@@ -174,7 +187,12 @@ class FailoverSoak:
         self.rejoin_error: BaseException | None = None
         self.open_failover: Failover | None = None
         self.click_error: BaseException | None = None
-        self.url = self.provider_db = ""
+        # Set while a failover's losses are being counted: clicks wait, so that what
+        # the new primary lacks is seen before a retried click writes it anew.
+        self.counted = threading.Event()
+        self.counted.set()
+        self.before: dict[str, tuple[str, str | None]] = {}
+        self.url = self.provider_db = self.provider_url = ""
 
     # -- setup ------------------------------------------------------------------------
 
@@ -193,7 +211,7 @@ class FailoverSoak:
             ["provider", "serve", "--port", str(provider_port)],
             {"DATABASE_URL": self.provider_db},
         )
-        provider.url = f"http://127.0.0.1:{provider_port}"
+        provider.url = self.provider_url = f"http://127.0.0.1:{provider_port}"
         env = {
             "DATABASE_URL": self.url,
             "WRITEGATE_PROVIDER_URL": provider.url,
@@ -224,6 +242,11 @@ class FailoverSoak:
     def close(self) -> None:
         for proc in self.procs:
             proc.kill()
+            text = proc.log.read_text(errors="replace") if proc.log.exists() else ""
+            if "Traceback" in text and proc.kind == "serve":  # an unhandled error: show it
+                self.figures.problems.append(
+                    f"{proc.kind} log: ...{text[text.rfind('Traceback') :][-2500:]}"
+                )
         self.launcher.close()
         if self.rejoining is not None:
             self.rejoining.join(timeout=90)
@@ -298,6 +321,7 @@ class FailoverSoak:
                 )
             except httpx.TransportError as exc:
                 self._seen(op, f"transport {type(exc).__name__}")
+                self.counted.wait(ANSWER_S)
                 continue
             body = answer.json()
             if answer.status_code == 200:
@@ -310,9 +334,12 @@ class FailoverSoak:
                     self._writes_again()
                 return
             self._seen(op, f"{answer.status_code} {body.get('code')}")
+            if answer.status_code < 500 and not body.get("retryable"):
+                return  # a final refusal (a proposal the database lost: not found)
             if answer.status_code >= 500 and not body.get("retryable"):
                 self.figures.problems.append(f"operation {op.n}: {answer.status_code} {body}")
             time.sleep(0.1)  # a person clicks again after a moment
+            self.counted.wait(ANSWER_S)
         raise SoakFailed(f"operation {op.n}: no final answer in {ANSWER_S} s: {op.answers}")
 
     def _writes_again(self) -> None:
@@ -349,6 +376,8 @@ class FailoverSoak:
         if self.lost and freeze == "kill":
             self.cluster.freeze_replication()
         failover = Failover(point, freeze, time.monotonic())
+        self.counted.clear()
+        self.before = self.rows(self.cluster.primary().dsn("writegate_failover"))
         old = self.cluster.kill_primary()
         failover.killed_at = time.monotonic()
         for name in ("held-claimed", "held-downstream_returned"):
@@ -360,14 +389,38 @@ class FailoverSoak:
             try:
                 self.cluster.wait_promoted(old)
                 failover.promoted_s = time.monotonic() - failover.killed_at
+                failover.lost_ops = self.count_lost()
                 with psycopg.connect(self.url, autocommit=True) as conn:
                     conn.execute("DELETE FROM soak_hold")
                 self.cluster.rejoin(old)
             except BaseException as exc:
                 self.rejoin_error = exc
+            finally:
+                self.counted.set()
 
         self.rejoining = threading.Thread(target=promote_and_rejoin, daemon=True)
         self.rejoining.start()
+
+    def rows(self, dsn: str) -> dict[str, tuple[str, str | None]]:
+        """Each operation's proposal and execution status, as one server has them."""
+        ids = [op.proposal_id for op in self.ops if op.proposal_id]
+        with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+            rows = conn.execute(ROWS_SQL, (ids,)).fetchall()
+        return {r["proposal_id"]: (r["proposal"], r["execution"]) for r in rows}
+
+    def count_lost(self) -> int:
+        """Operations whose rows (or their last state) the promoted standby lacks."""
+        after = self.rows(self.url)
+        lost = 0
+        for op in self.ops:
+            was = self.before.get(op.proposal_id)
+            now = after.get(op.proposal_id)
+            if was is None or was == now:
+                continue
+            what = "proposal" if now is None else "execution" if now[1] is None else "outcome"
+            op.lost = op.lost or f"{what} ({was[0]}/{was[1]} -> {now})"
+            lost += 1
+        return lost
 
     def ready_for_failover(self) -> None:
         """The previous failover is over: promoted, the old node back as the standby."""
@@ -416,7 +469,7 @@ class FailoverSoak:
         freeze = self.rng.choice(FREEZE_AT) if point and self.lost else ""
         if freeze == "propose":
             self.cluster.freeze_replication()
-        op = Op(n, new_order(self.url, payable_minor=5000), point)
+        op = Op(n, self.new_order(), point)
         self.ops.append(op)
         self.propose(op, who)
         if freeze == "click":
@@ -438,6 +491,17 @@ class FailoverSoak:
             self.click(op, who)
         except BaseException as exc:
             self.click_error = exc
+
+    def new_order(self) -> str:
+        """The shop's own write (not writegate's): it waits out a failover in progress."""
+
+        def made() -> str | None:
+            try:
+                return new_order(self.url, payable_minor=5000)
+            except psycopg.OperationalError:
+                return None
+
+        return str(wait_until(made, "the shop's order to be written"))
 
     def settle(self) -> None:
         """Wait until nothing is running, unknown or retryable (the reconciler's work)."""
@@ -461,6 +525,7 @@ class FailoverSoak:
             effects: dict[str, list[dict[str, Any]]] = {}
             for r in conn.execute(PROVIDER_SQL, (orders,)).fetchall():
                 effects.setdefault(r["order_id"], []).append(r)
+        calls = httpx.get(self.provider_url + "/_calls", timeout=TIMEOUT).json()
         check = self.figures.check
         for op in self.ops:
             paid = effects.get(op.order, [])
@@ -474,10 +539,40 @@ class FailoverSoak:
                 check["settled"] += 1
             if problem is not None:
                 check["lost"] += 1
-                self.figures.problems.append(f"operation {op.n} ({op.point}): {problem}")
+                where = self.figures.gaps if row.get("vanished") else self.figures.problems
+                where.append(f"operation {op.n} ({op.point}): {problem}")
+            if op.lost:
+                self._found_again(op, row, calls)
+
+    def _found_again(self, op: Op, row: dict[str, Any], calls: dict[str, Any]) -> None:
+        """An operation with lost rows: looked up by its key (or escalated), or sent again
+        without a lookup (which only a provider that honours the key makes harmless)."""
+        check = self.figures.check
+        check["lost_rows"] += 1
+        key = row.get("request_key") or ""
+        sends, lookups = calls["refund"].get(key, 0), calls["lookup"].get(key, 0)
+        if sends > 1 + lookups:
+            check["blind"] += 1
+            self.figures.gaps.append(
+                f"operation {op.n} ({op.point}): lost {op.lost}; sent {sends} times, "
+                f"looked up {lookups} times"
+            )
+        else:
+            check["found_again"] += 1
 
     def _problem(self, op: Op, row: dict[str, Any], paid: list[dict[str, Any]]) -> str | None:
         """What is wrong with one confirmed operation, or None."""
+        if not paid and self.lost and not row.get("execution_id"):
+            # The database lost the operation before anything was sent: nothing happened,
+            # and the person must have been told so, never "executed".
+            if any(a.startswith("200 executed") for a in op.answers):
+                return f"told executed, but nothing was done: {op.answers}"
+            self.figures.check["not_done"] += 1
+            return None
+        if paid and self.lost and not row.get("execution_id"):
+            self.figures.check["vanished"] += 1
+            row["vanished"] = True
+            return f"the provider has {paid[0]['provider_ref']}; the ledger lost every row"
         if len(paid) != 1:
             return f"{len(paid)} effects at the provider; the person saw {op.answers}"
         ref = paid[0]["provider_ref"]
@@ -500,6 +595,9 @@ class FailoverSoak:
         for op in self.ops:
             view = httpx.get(f"{self.replicas[0].url}/v1/threads/{op.thread_id}", headers=who,
                              timeout=TIMEOUT)  # fmt: skip
+            if view.status_code == 404:  # the thread itself was lost with the commits
+                self.figures.model_saw["thread lost"] += 1
+                continue
             tools = [m for m in view.json()["messages"] if m["role"] == "tool"]
             status = "none"
             if tools:
@@ -509,7 +607,7 @@ class FailoverSoak:
                 except ValueError:
                     status = "not json"
             self.figures.model_saw[status] += 1
-            if status not in ("succeeded", "none"):
+            if status not in ("succeeded", "none", *(("not_found",) if self.lost else ())):
                 self.figures.problems.append(f"operation {op.n}: the model was told {status}")
 
 
@@ -541,7 +639,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(figures.line(seed))
     print(figures.details())
-    if figures.problems or figures.check["duplicates"] or figures.check["lost"]:
+    if figures.problems or figures.gaps or figures.check["duplicates"] or figures.check["lost"]:
         raise SystemExit("soak failed")
 
 

@@ -102,6 +102,15 @@ def wait_until(condition: Callable[[], Any], what: str, deadline_s: float = DEAD
         time.sleep(0.05)
 
 
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a killed child of ours waits to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 @dataclass
 class Node:
     number: int
@@ -118,10 +127,13 @@ class Node:
         return f"host=127.0.0.1 port={self.port} user=postgres dbname={dbname} connect_timeout=2"
 
     def postmaster_pid(self) -> int | None:
+        """The running postmaster of this node (never a stale file's reused pid)."""
         try:
-            return int((self.data / "postmaster.pid").read_text().split()[0])
+            pid = int((self.data / "postmaster.pid").read_text().split()[0])
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             return None
+        return pid if str(self.data).encode() in command else None
 
 
 class HaCluster:
@@ -251,9 +263,11 @@ class HaCluster:
         """The last lines of each agent's log, for a failure message."""
         out = []
         for node in (self.monitor, *self.nodes):
-            with suppress(OSError):
-                text = node.log.read_text(errors="replace").splitlines()[-lines:]
-                out.append(f"-- {node.data.name}\n" + "\n".join(text))
+            server_logs = sorted((node.data / "log").glob("*.log"))
+            for path in [node.log, *server_logs[-1:], node.data / "startup.log"]:
+                with suppress(OSError):
+                    text = path.read_text(errors="replace").splitlines()[-lines:]
+                    out.append(f"-- {path}\n" + "\n".join(text))
         return "\n".join(out)
 
     # -- the URL --------------------------------------------------------------------------
@@ -305,21 +319,26 @@ class HaCluster:
         return node
 
     def kill(self, node: Node) -> None:
-        if node.agent is not None:
+        pid = node.postmaster_pid()
+        doomed: list[int] = []
+        if pid is not None:
+            # Backends run in sessions of their own: stop the postmaster (no more forks),
+            # list its children, then kill them all. One left alive would hold the old
+            # shared memory, and the node could not start again.
+            with suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+                doomed = [pid, *map(int, children)]
+        if node.agent is not None:  # the postmaster is in its group: after the list
             with suppress(ProcessLookupError):
                 os.killpg(node.agent.pid, signal.SIGKILL)
-        pid = node.postmaster_pid()
-        if pid is not None:
-            # Backends run in sessions of their own: find them before their parent dies.
-            with suppress(OSError):
-                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-                for child in [pid, *map(int, children)]:
-                    with suppress(ProcessLookupError):
-                        os.kill(child, signal.SIGKILL)
+        for each in doomed:
+            with suppress(ProcessLookupError):
+                os.kill(each, signal.SIGKILL)
         if node.agent is not None:
             node.agent.wait(timeout=DEADLINE_S)
-        if pid is not None:
-            wait_until(lambda: not Path(f"/proc/{pid}").exists(), f"{node.name} to die")
+        for each in doomed:
+            wait_until(lambda p=each: not _running(p), f"{node.name}'s process {each} to die")
 
     def wait_promoted(self, old: Node, deadline_s: float = DEADLINE_S) -> Node:
         """The other node takes writes (the monitor promoted it); returns it."""
@@ -330,21 +349,17 @@ class HaCluster:
 
     def rejoin(self, node: Node, deadline_s: float = DEADLINE_S) -> None:
         """Start the node's agent again: it is demoted, rewound and follows the primary."""
+        # The killed postmaster's pid file stays behind, as after a crash; pg_autoctl
+        # stalls on it when the pid has been reused meanwhile, so it goes, as at a reboot.
+        (node.data / "postmaster.pid").unlink(missing_ok=True)
         self._run_agent(node)
         self.wait_healthy(deadline_s)
 
     def remove(self) -> None:
+        """Kill every process of the cluster (a temporary one: nothing to shut down
+        gently, and a WAL sender stopped by `freeze_replication` would hold a clean
+        shutdown forever), then delete its folder."""
         for node in (*self.nodes, self.monitor):
-            if node.agent is not None and node.agent.poll() is None:
-                with suppress(ProcessLookupError):
-                    os.killpg(node.agent.pid, signal.SIGTERM)
-        for node in (*self.nodes, self.monitor):
-            if node.agent is not None:
-                try:
-                    node.agent.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.kill(node)
-            pid = node.postmaster_pid()
-            if pid is not None and Path(f"/proc/{pid}").exists():
+            if node.postmaster_pid() is not None or node.agent is not None:
                 self.kill(node)
         shutil.rmtree(self.root, ignore_errors=True)
