@@ -273,8 +273,8 @@ class Executor:
             args_digest=execution.args_digest,
         )
         self.step_hook("claimed")
-        if execution.status is ExecutionStatus.SUCCEEDED:
-            return execution_outcome(execution)
+        if execution.status is ExecutionStatus.SUCCEEDED or _handed_over(execution):
+            return execution_outcome(execution)  # a hand-over: in progress, for reconcile
         return self._run_downstream(identity, spec, proposal, execution, started)
 
     @staticmethod
@@ -403,6 +403,10 @@ class Executor:
             if existing.fingerprint != proposal.fingerprint:
                 raise IdempotencyConflict(request_key=token.request_key)
             raise AlreadyConsumed(execution_id=existing.execution_id)
+        # Proposed before this database was promoted: it may have been claimed and sent
+        # in commits the failover lost (asynchronous replication). Never send it blindly:
+        # claimed with its lease already over, the reconciler looks its key up first.
+        hand_over = spec.has_downstream and tx.failed_over_since(proposal.created_at)
         now = tx.now()
         execution = Execution(
             execution_id=new_id("exec"),
@@ -422,7 +426,7 @@ class Executor:
             updated_at=now,
             attempts=1,
             lease_owner=self.owner,
-            lease_expires_at=now + self.retry.lease,
+            lease_expires_at=now if hand_over else now + self.retry.lease,
         )
         if not tx.consume_token(token.token_hash, execution.execution_id):
             raise AlreadyConsumed(proposal_id=proposal.proposal_id)
@@ -573,6 +577,15 @@ class Executor:
     ) -> None:
         with self.store.transaction() as tx:
             tx.insert_audit(execution_refusal_audit(identity, proposal_id, operation, exc, started))
+
+
+def _handed_over(execution: Execution) -> bool:
+    """Claimed for the reconciler after a failover (`_claim`): its lease began over."""
+    return (
+        execution.status is ExecutionStatus.RUNNING
+        and execution.lease_expires_at is not None
+        and execution.lease_expires_at <= execution.created_at
+    )
 
 
 __all__ = ["ExecutionFailed", "Executor", "OutcomeUnknown", "RetryPolicy", "outcome_status"]

@@ -34,6 +34,7 @@ from writegate.approval.store import CallLookup
 from writegate.checkpoints import ledger_sql as sql
 from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool
+from writegate.checkpoints.timelines import began_at
 
 _BEGIN, _COMMIT, _ROLLBACK = "BEGIN", "COMMIT", "ROLLBACK"
 _JSON_FIELDS = ("args", "preview", "result", "arguments", "risk")
@@ -211,6 +212,10 @@ class PgLedgerTx:
         self._held = []
         if self._begun and self._owns:
             self._conn.execute(_ROLLBACK, prepare=False)
+
+    def failed_over_since(self, moment: datetime) -> bool:
+        began = began_at(self._conn)  # noted when the connection was made: no round trip
+        return began is not None and began > moment
 
     def now(self) -> datetime:
         if self._clock is not None:

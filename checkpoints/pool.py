@@ -18,6 +18,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from writegate.checkpoints.database import CONNECT_TIMEOUT_S, DatabaseUnavailable, describe_database
+from writegate.checkpoints.timelines import note_timeline
 
 Pool = ConnectionPool[Connection[DictRow]]
 
@@ -114,6 +115,9 @@ def open_pool(
         # A server restart leaves dead connections in the pool; test on checkout those
         # that sat idle. A broken connection given back is discarded by the pool itself.
         check=check,
+        # Each new connection notes the server's timeline: after a failover, the ledger
+        # knows what predates the promotion (checkpoints/timelines.py).
+        configure=note_timeline,
         returned=alive.returned,
         name="writegate",
     )

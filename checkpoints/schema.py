@@ -362,4 +362,18 @@ BEGIN
 END
 $$;
 """,
+    # 13. the timelines this database has been on (checkpoints/timelines.py): a promoted
+    # standby starts a new one, and what was created before it began may have been
+    # acted on in commits the failover lost. The timeline of the installation is marked
+    # as having begun at -infinity: nothing before it is in doubt.
+    """
+CREATE TABLE wg_timelines (
+    timeline_id integer PRIMARY KEY,
+    began_at    timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO wg_timelines (timeline_id, began_at)
+SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer,
+       '-infinity'
+WHERE NOT pg_is_in_recovery();
+""",
 ]

@@ -68,6 +68,9 @@ BACKOFF_S = 0.5
 ANSWER_S = 90.0  # a click gets a final answer within this
 HELD_S = 30.0  # an armed point is reached within this
 TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+# What the model may be told about a refund: done, or a clear "not over yet" (a later
+# turn brings it the reconciled outcome). Anything else (failed, declined) is wrong.
+MODEL_MAY_SEE = ("succeeded", "in_progress", "outcome_unknown", "temporarily_unavailable")
 
 HOLD_SQL = """
 CREATE TABLE soak_hold (point text PRIMARY KEY);
@@ -598,7 +601,8 @@ class FailoverSoak:
             if view.status_code == 404:  # the thread itself was lost with the commits
                 self.figures.model_saw["thread lost"] += 1
                 continue
-            tools = [m for m in view.json()["messages"] if m["role"] == "tool"]
+            messages = view.json()["messages"]
+            tools = [m for m in messages if m["role"] == "tool" and m["name"] == "refund_order"]
             status = "none"
             if tools:
                 try:
@@ -607,7 +611,7 @@ class FailoverSoak:
                 except ValueError:
                     status = "not json"
             self.figures.model_saw[status] += 1
-            if status not in ("succeeded", "none", *(("not_found",) if self.lost else ())):
+            if status not in MODEL_MAY_SEE + (("not_found",) if self.lost else ()):
                 self.figures.problems.append(f"operation {op.n}: the model was told {status}")
 
 
