@@ -127,6 +127,7 @@ class Failover:
     killed_at: float
     promoted_s: float = 0.0  # kill -> the standby takes writes (the engine)
     writes_again_s: float = 0.0  # kill -> the next click that executed (the person)
+    clicks: list[str] = field(default_factory=list)  # the click in flight: answers, when
     lost_ops: int = 0  # operations with rows the old primary had and the new one lacks
 
 
@@ -153,7 +154,8 @@ class Figures:
     def details(self) -> str:
         per = Counter(f.point for f in self.failovers)
         times = [f"{f.point}/{f.freeze}: promoted {f.promoted_s:.1f} s, writes again "
-                 f"{f.writes_again_s:.1f} s, operations with lost rows {f.lost_ops}"
+                 f"{f.writes_again_s:.1f} s, operations with lost rows {f.lost_ops}; "
+                 f"the click: {', '.join(f.clicks)}"
                  for f in self.failovers]  # fmt: skip
         c = self.check
         return (
@@ -262,6 +264,9 @@ class FailoverSoak:
     def _seen(self, op: Op, what: str) -> None:
         op.answers.append(what)
         self.figures.seen[what] += 1
+        failover = self.open_failover
+        if failover is not None and op.point:
+            failover.clicks.append(f"{time.monotonic() - failover.killed_at:.1f} s {what}")
 
     def propose(self, op: Op, who: dict[str, str]) -> None:
         """A thread, a message, the proposal; retried while the answer is retryable."""
