@@ -91,6 +91,8 @@ SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname =
 """
 LEDGER_SQL = """
 SELECT o.order_id, o.refunded_minor,
+       (SELECT p.status FROM wg_proposals p WHERE p.args->>'order_id' = o.order_id
+        ORDER BY p.created_at DESC LIMIT 1) AS proposal_status,
        e.execution_id, e.request_key, e.status, e.provider_ref, e.escalation, e.proposal_id,
        r.status AS refund_status, r.provider_ref AS refund_ref,
        (SELECT count(*) FROM wg_audit a
@@ -580,6 +582,9 @@ class FailoverSoak:
         if paid and self.lost and not row.get("execution_id"):
             self.figures.check["vanished"] += 1
             row["vanished"] = True
+            if row.get("proposal_status"):  # its confirmation and claim were lost
+                return (f"the provider has {paid[0]['provider_ref']}; the ledger has the "
+                        f"proposal {row['proposal_status']}, nothing more")  # fmt: skip
             return f"the provider has {paid[0]['provider_ref']}; the ledger lost every row"
         if len(paid) != 1:
             return f"{len(paid)} effects at the provider; the person saw {op.answers}"
