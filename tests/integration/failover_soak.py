@@ -621,7 +621,9 @@ class FailoverSoak:
                 except ValueError:
                     status = "not json"
             self.figures.model_saw[status] += 1
-            if status not in MODEL_MAY_SEE + (("not_found",) if self.lost else ()):
+            # Lost commits may take the thread back to its question ("none") or lose the
+            # proposal (`not_found`): the model is told nothing wrong either way.
+            if status not in MODEL_MAY_SEE + (("not_found", "none") if self.lost else ()):
                 self.figures.problems.append(f"operation {op.n}: the model was told {status}")
 
 
