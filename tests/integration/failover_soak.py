@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import threading
 import time
 from collections import Counter
@@ -72,11 +73,15 @@ TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 # turn brings it the reconciled outcome). Anything else (failed, declined) is wrong.
 MODEL_MAY_SEE = ("succeeded", "in_progress", "outcome_unknown", "temporarily_unavailable")
 
-HOLD_SQL = """
-CREATE TABLE soak_hold (point text PRIMARY KEY);
+# Armed for one primary only (its timeline): after the promotion, the row that armed the
+# hold may still be there, and nothing on the new primary must sleep on it.
+TIMELINE = "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer"
+HOLD_SQL = f"""
+CREATE TABLE soak_hold (point text PRIMARY KEY, timeline integer NOT NULL);
 CREATE FUNCTION soak_hold() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM soak_hold WHERE point = TG_ARGV[0]) THEN
+    IF EXISTS (SELECT 1 FROM soak_hold WHERE point = TG_ARGV[0] AND timeline = {TIMELINE})
+    THEN
         PERFORM pg_sleep(30);
     END IF;
     RETURN NEW;
@@ -364,7 +369,7 @@ class FailoverSoak:
             (self.hold_dir / f"arm-{point}").touch()
         elif point in ("t1", "t2"):
             with psycopg.connect(self.url, autocommit=True) as conn:
-                conn.execute("INSERT INTO soak_hold VALUES (%s)", (point,))
+                conn.execute(f"INSERT INTO soak_hold VALUES (%s, {TIMELINE})", (point,))
 
     def wait_held(self, point: str) -> None:
         if point in HOLD_STEPS:
@@ -660,4 +665,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped: tear down all
     main()
