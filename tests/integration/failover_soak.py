@@ -556,7 +556,9 @@ class FailoverSoak:
                 check["lost"] += 1
                 where = self.figures.gaps if row.get("vanished") else self.figures.problems
                 where.append(f"operation {op.n} ({op.point}): {problem}")
-            if op.lost:
+            if row.get("vanished"):
+                check["lost_rows"] += 1
+            elif op.lost:
                 self._found_again(op, row, calls)
 
     def _found_again(self, op: Op, row: dict[str, Any], calls: dict[str, Any]) -> None:
