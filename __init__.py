@@ -19,14 +19,19 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from writegate.approval.downstream import RetryPolicy
     from writegate.approval.errors import (
         InvalidTransition,
         NotFound,
+        RateLimited,
         StateChanged,
+        TemporarilyUnavailable,
+        UpstreamTimeout,
         ValidationFailed,
         WritegateError,
     )
     from writegate.approval.models import Identity
+    from writegate.graph.identity import ServerUserFields
     from writegate.graph.writegate import Writegate
     from writegate.tools.kit import read_tool, write_tool
     from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
@@ -37,8 +42,13 @@ __all__ = [
     "InvalidTransition",
     "NotFound",
     "PreviewField",
+    "RateLimited",
+    "RetryPolicy",
+    "ServerUserFields",
     "StateChanged",
+    "TemporarilyUnavailable",
     "ToolPreview",
+    "UpstreamTimeout",
     "ValidationFailed",
     "Writegate",
     "WritegateError",
@@ -57,10 +67,15 @@ _WHERE = {
     "Identity": "writegate.approval.models",
     "InvalidTransition": "writegate.approval.errors",
     "NotFound": "writegate.approval.errors",
+    "RateLimited": "writegate.approval.errors",
+    "RetryPolicy": "writegate.approval.downstream",
     "StateChanged": "writegate.approval.errors",
+    "TemporarilyUnavailable": "writegate.approval.errors",
+    "UpstreamTimeout": "writegate.approval.errors",
     "ValidationFailed": "writegate.approval.errors",
     "WritegateError": "writegate.approval.errors",
     "PreviewField": "writegate.tools.kit_spec",
+    "ServerUserFields": "writegate.graph.identity",
     "ToolPreview": "writegate.tools.kit_spec",
     "Writegate": "writegate.graph.writegate",
     "read_tool": "writegate.tools.kit",

@@ -67,9 +67,16 @@ def call_audit(
 
 
 def decision_audit(
-    identity: Identity, proposal: Proposal, status: str, started: float, *, event: str = "decide"
+    identity: Identity,
+    proposal: Proposal,
+    status: str,
+    started: float,
+    *,
+    event: str = "decide",
+    result: dict[str, Any] | None = None,
 ) -> AuditRecord:
-    """A person's decision on a proposal: the requester's, or an approver's (`event`)."""
+    """A person's decision on a proposal: the requester's, or an approver's (`event`);
+    `result`: what they said with it (a decline's reason)."""
     return replace(
         call_audit(
             identity,
@@ -79,6 +86,7 @@ def decision_audit(
             proposal.args,
             status,
             started,
+            result=result,
             proposal=proposal,
             requested_digest=proposal.args_digest,
             approved_digest=proposal.args_digest if status == "confirmed" else None,

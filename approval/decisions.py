@@ -47,6 +47,18 @@ Decision = Annotated[Confirm | Decline | Cancel | Edit, Field(discriminator="act
 _ADAPTER: TypeAdapter[Confirm | Decline | Cancel | Edit] = TypeAdapter(Decision)
 
 
+def accepted_shapes(proposal_id: str) -> str:
+    """The answers a question takes, with one short example of each, for an error."""
+    return (
+        "answer with writegate's event, e.g. "
+        f'{{"action": "confirm", "proposal_id": "{proposal_id}"}} '
+        '(action "confirm", "decline" with an optional "reason", "cancel", or "edit" with '
+        '"args"), or with LangChain\'s decisions, e.g. {"decisions": [{"type": "approve"}]} '
+        '(type "approve", "reject" with an optional "message", or "edit" with '
+        '"edited_action": {"name": ..., "args": {...}})'
+    )
+
+
 def parse_decision(
     value: Any,
     *,
@@ -64,8 +76,7 @@ def parse_decision(
     """
     if not isinstance(value, dict):
         raise InvalidDecision(
-            "a decision must be a structured event such as "
-            '{"action": "confirm", "proposal_id": "..."}; free text confirms nothing',
+            "free text confirms nothing: " + accepted_shapes(asked_proposal_id),
             received_type=type(value).__name__,
         )
     if is_hitl(value):
@@ -82,7 +93,10 @@ def parse_decision(
         decision = _ADAPTER.validate_python(value)
     except ValidationError as exc:
         problems = [f"{'.'.join(map(str, e['loc'])) or 'event'}: {e['msg']}" for e in exc.errors()]
-        raise InvalidDecision("; ".join(problems)) from exc
+        raise InvalidDecision(
+            "not an answer writegate accepts: " + accepted_shapes(asked_proposal_id),
+            problems=problems,
+        ) from exc
     if decision.proposal_id != asked_proposal_id:
         raise InvalidDecision(
             "this decision names a different proposal than the one awaiting an answer",

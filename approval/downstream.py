@@ -1,9 +1,25 @@
-"""Calling the downstream: one request key, transient errors retried, a deadline per call.
+"""Calling the downstream: one request key, a deadline per attempt, and a second send
+only when the first one did not apply, or cannot apply twice.
 
-Only `upstream_timeout`, `temporarily_unavailable` and `rate_limited` are retried, at most
-`max_retries` times with exponential backoff, always with the same request key. An answer
-that may hide an applied request (a timeout, a broken connection) is `upstream_timeout`,
-which the ledger records as `unknown`, never as a failure.
+Each attempt runs the tool's function on a worker thread, under writegate's deadline
+(`RetryPolicy.call_timeout`), and ends one of four ways:
+
+- an answer: the result, or a refusal the tool raised as a writegate error (it did not
+  apply: `state_changed`, `execution_failed`, ...). Recorded; never sent again.
+- "not applied": `rate_limited` or `temporarily_unavailable`, an explicit 429 or 503
+  that the tool's client raised as writegate's error. Sent again with the same key,
+  with backoff, at most `max_retries` times.
+- "may have applied": `upstream_timeout` raised by the client, a broken connection,
+  any other exception. The execution becomes `unknown`, for the reconciler's lookup or
+  a person. Sent again (same key) only to a tool that declared `dedupes_by_key`: its
+  downstream drops a repeated key, so a second send cannot apply twice.
+- no answer within the deadline: `Overrun` (`deadline_exceeded`). Python cannot stop
+  the call, so it keeps running on its thread; nobody may send the request again while
+  it may still run, not even to a deduplicating tool. The caller records `unknown` and
+  holds the execution until the attempt ends (approval/straggler.py).
+
+Before every second send the caller's `hold()` renews its lease to cover that send; a
+lease lost meanwhile means someone else took the execution over: nothing more is sent.
 """
 
 from __future__ import annotations
@@ -18,26 +34,53 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from writegate.approval.errors import RETRYABLE_CODES, UpstreamTimeout, WritegateError
+from writegate.approval.errors import (
+    MAY_HAVE_APPLIED_CODES,
+    NOT_APPLIED_CODES,
+    DeadlineExceeded,
+    UpstreamTimeout,
+    WritegateError,
+)
 from writegate.approval.models import ExecutionStatus
 from writegate.approval.spec import DownstreamResult, ToolSpec
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Only transient downstream errors are retried, at most twice, same request key.
+    """A write's deadline, and when its downstream call is sent again.
 
-    `call_timeout` bounds each downstream call (None: the client's own timeout only);
-    a call that overruns it is abandoned as `upstream_timeout`, i.e. it may still
-    apply. The lease should outlast the worst case, (max_retries + 1) calls plus
-    backoff, or a healthy worker gets reconciled under its feet (safe, but wasted).
+    - `call_timeout`: writegate's deadline for one attempt, in seconds. At it the caller
+      is answered `outcome_unknown`; the attempt is held until it ends, never re-sent.
+    - `max_retries`, `base_delay`, `max_delay`: second sends after "not applied" (429,
+      503), or after "may have applied" by a tool declaring `dedupes_by_key`; the delay
+      doubles per retry, up to `max_delay`.
+    - `lease`: how long a claim on an execution holds without renewal. It must outlast
+      the deadline, so that no reconciler takes over an attempt in flight; a process
+      that dies stops renewing, and after `lease` the reconciler takes its executions.
+    - `overrun_limit`: how long, from its start, an attempt past its deadline is held
+      before a person is asked to decide; its answer, should it still come, is recorded.
     """
 
     max_retries: int = 2
     base_delay: float = 0.2
     max_delay: float = 5.0
+    call_timeout: float = 10.0
     lease: timedelta = timedelta(seconds=30)
-    call_timeout: float | None = 10.0
+    overrun_limit: timedelta = timedelta(minutes=10)
+
+    def __post_init__(self) -> None:
+        if min(self.max_retries, self.base_delay, self.max_delay) < 0:
+            raise ValueError("max_retries, base_delay and max_delay cannot be negative")
+        if not self.call_timeout > 0:
+            raise ValueError("call_timeout must be a positive number of seconds")
+        if not self.lease.total_seconds() > self.call_timeout:
+            raise ValueError(
+                f"the lease ({self.lease.total_seconds():g} s) must outlast the deadline "
+                f"(call_timeout {self.call_timeout:g} s), or a reconciler could take over "
+                "a call still in flight"
+            )
+        if not self.overrun_limit.total_seconds() > self.call_timeout:
+            raise ValueError("overrun_limit must be longer than call_timeout")
 
     def delay(self, attempt: int) -> float:
         return float(min(self.base_delay * 2**attempt, self.max_delay))
@@ -47,11 +90,49 @@ def outcome_status(outcome: DownstreamResult | WritegateError) -> ExecutionStatu
     """Where a downstream answer leaves an execution. A timeout is not a failure."""
     if isinstance(outcome, DownstreamResult):
         return ExecutionStatus.SUCCEEDED
-    if isinstance(outcome, UpstreamTimeout):  # it may have applied
+    if outcome.code in MAY_HAVE_APPLIED_CODES:
         return ExecutionStatus.UNKNOWN
-    if outcome.code in RETRYABLE_CODES:
+    if outcome.code in NOT_APPLIED_CODES:
         return ExecutionStatus.FAILED_RETRYABLE
     return ExecutionStatus.FAILED_TERMINAL
+
+
+class Attempt:
+    """One call of the tool's function on a worker thread; it may outlive its caller."""
+
+    def __init__(self, spec: ToolSpec, args: dict[str, Any], request_key: str) -> None:
+        self.started = time.monotonic()
+        self.done = threading.Event()
+        self._answer: DownstreamResult | None = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._answer = spec.call_downstream(args, request_key)
+            except BaseException as exc:  # reported by `outcome()`, on the caller's side
+                self._error = exc
+
+        # In a copy of this context, so `acting_identity()` holds in the call too.
+        WORKERS.submit(contextvars.copy_context(), run, self.done)
+
+    def outcome(self) -> DownstreamResult | WritegateError:
+        """Once `done`: the answer, or what its exception means."""
+        if isinstance(self._error, WritegateError):
+            return self._error
+        if self._error is not None:  # the downstream may have acted
+            return UpstreamTimeout(f"downstream call failed: {type(self._error).__name__}")
+        assert self._answer is not None
+        return self._answer
+
+
+class Overrun(DeadlineExceeded):
+    """`deadline_exceeded`, with the attempt that is still running, for the caller to hold."""
+
+    def __init__(self, attempt: Attempt, timeout: float) -> None:
+        super().__init__(
+            f"no answer within {timeout:g} s; the call may still be running", timeout_s=timeout
+        )
+        self.attempt = attempt
 
 
 def call_with_retries(
@@ -59,56 +140,37 @@ def call_with_retries(
     args: dict[str, Any],
     request_key: str,
     retry: RetryPolicy,
+    *,
+    hold: Callable[[], bool],
     sleep: Callable[[float], None] = time.sleep,
 ) -> DownstreamResult | WritegateError:
-    """Same request key every attempt; only transient codes are retried.
+    """Same request key every attempt; a second send only as the module docstring says.
 
-    Once any attempt may have applied (a timeout, a broken connection), the
-    answer stays `upstream_timeout` even if later attempts only got 503s: a
-    later refusal to answer does not undo an earlier attempt that may have acted.
+    `hold()` runs before each second send and renews the caller's lease on the
+    execution; False (the lease was lost) ends the loop with nothing more sent. Once an
+    attempt may have applied, the answer stays "may have applied" even if a later one
+    only got a 503: a later refusal does not undo an earlier attempt that may have acted.
     """
+    dedupes = bool(getattr(spec, "dedupes_by_key", False))
     attempt, ambiguous = 0, False
     while True:
-        try:
-            return _call_once(spec, args, request_key, retry.call_timeout)
-        except WritegateError as exc:
-            ambiguous = ambiguous or isinstance(exc, UpstreamTimeout)
-            if exc.code not in RETRYABLE_CODES or attempt >= retry.max_retries:
-                if ambiguous and exc.code in RETRYABLE_CODES:
-                    return UpstreamTimeout(
-                        "an earlier attempt may have applied", last_error=exc.code
-                    )
-                return exc
-        except Exception as exc:  # the downstream may have acted: unknown, not retried
-            return UpstreamTimeout(f"downstream call failed: {type(exc).__name__}")
-        sleep(retry.delay(attempt))
-        attempt += 1
-
-
-def _call_once(
-    spec: ToolSpec, args: dict[str, Any], request_key: str, timeout: float | None
-) -> DownstreamResult:
-    if timeout is None:
-        return spec.call_downstream(args, request_key)
-    # Another thread, so any downstream gets a deadline; an overrun call is abandoned,
-    # not stopped, which is why the answer is "unknown" and the key stays the same.
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box["result"] = spec.call_downstream(args, request_key)
-        except BaseException as exc:
-            box["error"] = exc
-
-    # The call runs in a copy of this context, so `acting_identity()` holds there too.
-    WORKERS.submit(contextvars.copy_context(), run, done)
-    if not done.wait(timeout):
-        raise UpstreamTimeout(f"no answer within {timeout:g} s", timeout_s=timeout)
-    if "error" in box:
-        raise box["error"]
-    result: DownstreamResult = box["result"]
-    return result
+        running = Attempt(spec, args, request_key)
+        if not running.done.wait(retry.call_timeout):
+            return Overrun(running, retry.call_timeout)  # still running: never sent again
+        outcome = running.outcome()
+        if isinstance(outcome, DownstreamResult):
+            return outcome
+        may_have_applied = outcome.code in MAY_HAVE_APPLIED_CODES
+        ambiguous = ambiguous or may_have_applied
+        again = outcome.code in NOT_APPLIED_CODES or (may_have_applied and dedupes)
+        if again and attempt < retry.max_retries:
+            sleep(retry.delay(attempt))
+            attempt += 1
+            if hold():
+                continue
+        if ambiguous and outcome.code in NOT_APPLIED_CODES:
+            return UpstreamTimeout("an earlier attempt may have applied", last_error=outcome.code)
+        return outcome
 
 
 Job = tuple[contextvars.Context, Callable[[], None], threading.Event]

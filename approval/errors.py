@@ -56,6 +56,15 @@ class NotFound(WritegateError):
     default_message = "no such resource for this user"
 
 
+class ForeignCall(NotFound):
+    """A run reached a tool call whose proposal is someone else's: another user, or the
+    same user id in another tenant, resuming the owner's thread. Answered like any
+    proposal that is not one's own, and naming nothing of it; the run stops there, so
+    the owner's question stands."""
+
+    default_message = "no such tool call for this user"
+
+
 class Forbidden(WritegateError):
     code = "forbidden"
     default_message = "this user may not do that"
@@ -76,11 +85,16 @@ class InvalidTransition(WritegateError):
 
 
 def guard_gone(what: str) -> InvalidTransition:
-    """A write its caller expected to hold (`LedgerTx.expect_*`) found its guard gone:
-    the transaction fails, and nothing of it commits."""
-    return InvalidTransition(
-        f"{what} found its guard gone; nothing was committed", retry="decide and execute again"
-    )
+    """A guarded write made under its row's lock found its guard gone: someone changed
+    the row behind the lock, which never happens; the transaction fails, nothing of it
+    commits, and the error names the write."""
+    return InvalidTransition(f"{what} found its guard gone; nothing was committed")
+
+
+def require_held(won: bool, what: str) -> None:
+    """Raise `guard_gone(what)` unless a guarded write made under its row's lock won."""
+    if not won:
+        raise guard_gone(what)
 
 
 class InvalidDecision(WritegateError):
@@ -205,9 +219,21 @@ class ExecutionFailed(WritegateError):
 
 
 class UpstreamTimeout(WritegateError):
+    """The downstream's client gave up, or the connection broke, after the request was
+    sent: it may have applied."""
+
     code = "upstream_timeout"
     retryable = True
     default_message = "the downstream did not answer"
+
+
+class DeadlineExceeded(WritegateError):
+    """No answer within writegate's own deadline (`RetryPolicy.call_timeout`): the call
+    may have applied, and it may still be running."""
+
+    code = "deadline_exceeded"
+    retryable = True
+    default_message = "no answer within the deadline; the call may still be running"
 
 
 class TemporarilyUnavailable(WritegateError):
@@ -263,10 +289,14 @@ def is_database_outage(exc: WritegateError) -> bool:
     return isinstance(exc, TemporarilyUnavailable) and exc.details.get("dependency") == "database"
 
 
-RETRYABLE_CODES = frozenset({"upstream_timeout", "temporarily_unavailable", "rate_limited"})
+# The downstream said it did not apply the request (an explicit 429 or 503, raised by the
+# tool's client as writegate's error): sent again with the same key.
+NOT_APPLIED_CODES = frozenset({"temporarily_unavailable", "rate_limited"})
+# The downstream may have applied it: never sent again blindly (approval/downstream.py).
+MAY_HAVE_APPLIED_CODES = frozenset({"upstream_timeout", "deadline_exceeded"})
 # An execution that answered with one of these is not over: the executor's retries or
 # the reconciler finish it with the same request key. Proposing it again could pay twice.
-UNSETTLED_CODES = RETRYABLE_CODES | {"outcome_unknown", "in_progress"}
+UNSETTLED_CODES = NOT_APPLIED_CODES | MAY_HAVE_APPLIED_CODES | {"outcome_unknown", "in_progress"}
 
 
 # -- records, surfaces and sessions ---------------------------------------------------

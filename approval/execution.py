@@ -1,32 +1,49 @@
-"""Execute a confirmed proposal at most once.
+"""Execute a confirmed proposal at most once: one path, whichever way the confirm came.
 
-    T1  verify the token against the stored snapshot, consume it (one guarded UPDATE),
-        claim the request key with a lease, apply the local business write guarded by
-        the version seen at proposal time, all in one transaction;
-        then call the downstream with the request key (outside any transaction);
-    T2  record the outcome and the receipt, guarded by our lease.
+    claim   one transaction, under the proposal's lock: the person's confirm (the graph)
+            or the token a client presents (HTTP, MCP, the CLI) is checked against the
+            stored snapshot (owner, binding, digest, expiry, policy); the tool's validator
+            runs again, then its local part (a reservation, or the whole write when it
+            commits with the ledger); then one statement (`LedgerTx.claim`) moves the
+            proposal to executed, consumes the token, claims the request key under a
+            lease and writes the audit rows;
+    call    the downstream with the request key, outside any transaction;
+    record  the outcome and the receipt, guarded by the lease.
 
-A lost or ambiguous downstream answer leaves the execution `unknown`: it is never
-re-run blindly here; `approval/reconcile.py` looks it up by key.
+A confirm may end before the claim, recorded: a proposal past its expiry, a tier that
+waits for a second approver. A replay (a second confirm, the token again, a re-run
+node) finds the execution and answers with its receipt or its state, audited as a
+duplicate. A lost or ambiguous downstream answer leaves the execution `unknown`: it is never
+re-run blindly here; `approval/reconcile.py` looks it up by key. A call still running
+at its deadline is held by this process until it answers (approval/straggler.py).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any
 
 from writegate.approval import tracing
 from writegate.approval.audit import (
+    decision_audit,
     duplicate_audit,
     execution_audit,
     execution_refusal_audit,
 )
 from writegate.approval.canonical import digest, hash_secret
 from writegate.approval.decisions import Confirm
-from writegate.approval.downstream import RetryPolicy, call_with_retries, outcome_status
+from writegate.approval.downstream import (
+    Attempt,
+    Overrun,
+    RetryPolicy,
+    call_with_retries,
+    outcome_status,
+)
 from writegate.approval.errors import (
     AlreadyConsumed,
     ArgsMismatch,
@@ -37,6 +54,7 @@ from writegate.approval.errors import (
     OperationMismatch,
     OutcomeUnknown,
     PolicyChanged,
+    ProposalNotPending,
     ProposalSuperseded,
     Revoked,
     SubjectMismatch,
@@ -47,7 +65,6 @@ from writegate.approval.errors import (
     WritegateError,
     is_database_outage,
 )
-from writegate.approval.held_confirm import HeldConfirmTx
 from writegate.approval.models import (
     Execution,
     ExecutionStatus,
@@ -58,29 +75,58 @@ from writegate.approval.models import (
     Token,
     TokenStatus,
 )
-from writegate.approval.outcomes import execution_outcome
-from writegate.approval.retention import TombstoneLookup
+from writegate.approval.outcomes import execution_outcome, proposal_error
 from writegate.approval.risk import requires_fresh_confirmation
-from writegate.approval.service import ApprovalService, Confirmation, new_id
+from writegate.approval.service import ApprovalService, new_id
 from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, acting_for
-from writegate.approval.store import LedgerReads, LedgerTx
+from writegate.approval.store import Claim, LedgerTx, Locked
+from writegate.approval.straggler import Straggler
 
 RUNNING = (ExecutionStatus.RUNNING,)
-
-
-class _TwoSteps(Exception):
-    """Leaves the one-transaction confirm-and-execute, rolling it back."""
+UNKNOWN = (ExecutionStatus.UNKNOWN,)
+# Not settled and not held: the reconciler may claim it at once (its lease is released).
+RELEASED = frozenset({ExecutionStatus.UNKNOWN, ExecutionStatus.FAILED_RETRYABLE})
 
 
 def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{new_id('w')}"
 
 
-class _Consumed(NamedTuple):
-    """A duplicate's run as `Executor._consumed_in` left it."""
+@dataclass(frozen=True)
+class AwaitingSecond:
+    """A confirm at a tier with a second approver: recorded, and nothing runs until an
+    approver of the tenant approves; the requester's next confirm then executes it."""
 
+    proposal: Proposal
+
+
+@dataclass(frozen=True)
+class _Via:
+    """How a confirm reached the executor: the person's decision, or a presented token."""
+
+    operation: str | None
+    decision: Confirm | None = None
+    secret: str | None = None
+    proposal_id: str | None = None
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The claim's result when something runs: a new execution (running, or succeeded
+    already for a write that commits with the ledger), or a duplicate that took over a
+    run refused for the moment, to call again with its request key."""
+
+    spec: ToolSpec
     execution: Execution
-    taken_over: bool  # it had failed retryably, and this request now runs it again
+    proposal: Proposal | None
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The claim's result when nothing (more) runs: what the caller is told, after the
+    transaction committed what it recorded (an expiry, a duplicate's audit row)."""
+
+    result: Receipt | AwaitingSecond | WritegateError
 
 
 class Executor:
@@ -92,7 +138,6 @@ class Executor:
         owner: str | None = None,
         step_hook: Callable[[str], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        tombstones: TombstoneLookup | None = None,
     ) -> None:
         self.service = service
         self.store = service.store
@@ -102,9 +147,13 @@ class Executor:
         # the fault-injection suite uses it to kill the process at a precise point.
         self.step_hook = step_hook or (lambda step: None)
         self.sleep = sleep
-        # Purged operations leave tombstones; without a lookup a purged token is
-        # still refused (as unknown), just with a less precise reason.
-        self.tombstones = tombstones
+
+    def confirm(
+        self, identity: Identity, decision: Confirm, operation: str | None = None
+    ) -> Receipt | AwaitingSecond:
+        """A person's confirm, taken by server-side code (the graph's write node), and
+        the execution it allows, in one chain: no token ever leaves the server."""
+        return self._run(identity, _Via(operation, decision=decision))
 
     def execute(
         self,
@@ -115,233 +164,201 @@ class Executor:
         operation: str | None = None,
     ) -> Receipt:
         """Execute with the confirmation token a client presents (HTTP, MCP, CLI)."""
-        return self._execute(identity, token, proposal_id, operation)
+        result = self._run(identity, _Via(operation, secret=token, proposal_id=proposal_id))
+        assert isinstance(result, Receipt)  # a token is issued after any second approval
+        return result
 
-    def execute_confirmed(self, identity: Identity, proposal_id: str, operation: str) -> Receipt:
-        """Execute the caller's own confirmed proposal, for server-side code that just
-        took the confirmation itself (the graph's `execute` node).
+    # -- the one path -----------------------------------------------------------------
 
-        The token's secret is not needed, so it is never carried in graph state or a
-        checkpoint; the proposal's issued token row is verified and consumed exactly as
-        a presented one would be, under the same locks and checks.
-        """
-        return self._execute(identity, None, proposal_id, operation)
-
-    def confirm_and_execute(
-        self, identity: Identity, decision: Confirm, operation: str
-    ) -> Receipt | None:
-        """Take a person's confirm and execute it, for server-side code that takes the
-        confirmation itself (the graph's write node): the decision, the token's issue
-        and consumption, the execution claim and the local write commit together, in
-        one transaction instead of two.
-
-        Only the plain path is taken here: anything else (an expiry, a second approver,
-        a refusal at the claim) rolls the whole transaction back and returns None, and
-        the caller decides and executes in two steps as before, where each of those
-        outcomes is recorded and answered.
-        """
-        parent = tracing.recall(self.store, proposal_id=decision.proposal_id)
-        pid, tenant = decision.proposal_id, identity.tenant_id
+    def _run(self, identity: Identity, via: _Via) -> Receipt | AwaitingSecond:
+        pid = via.decision.proposal_id if via.decision else via.proposal_id
+        by_token = hash_secret(via.secret) if via.secret and pid is None else None
+        parent = tracing.recall(self.store, proposal_id=pid, token_hash=by_token)
         with tracing.span(
-            "writegate.decide", parent, proposal_id=pid, tenant_id=tenant, action="confirm"
+            "writegate.execute", parent, proposal_id=pid, tenant_id=identity.tenant_id
         ):
-            pass  # the decision commits with the claim below, in the same transaction
-        with tracing.span("writegate.execute", parent, proposal_id=pid, tenant_id=tenant):
             started = time.perf_counter()
             try:
-                with self.store.transaction() as plain:
-                    # The decision's proposal write is written with the claim's, as one.
-                    tx = HeldConfirmTx(plain)
-                    outcome = self.service.decide_in(tx, identity, decision, started)
-                    if not isinstance(outcome, Confirmation):
-                        raise _TwoSteps
-                    proposal, spec, execution = self._claim(
-                        tx,
-                        identity,
-                        outcome.token,
-                        decision.proposal_id,
-                        operation,
-                        started,
-                        held=outcome.proposal,
-                    )
-                    tx.flush()  # nothing is held after a claim; never commit a write unwritten
-            except _TwoSteps:
-                return None
+                with self.store.transaction() as tx:
+                    claimed = self._claim(tx, identity, via, started)
             except WritegateError as exc:
-                if is_database_outage(exc):
-                    raise  # the commit's fate is unknown: say so, never decide a second time
-                return None
-            return self._after_claim(identity, spec, proposal, execution, started)
-
-    def _execute(
-        self,
-        identity: Identity,
-        token: str | None,
-        proposal_id: str | None,
-        operation: str | None,
-    ) -> Receipt:
-        parent = tracing.recall(
-            self.store,
-            proposal_id=proposal_id,
-            token_hash=hash_secret(token) if token and proposal_id is None else None,
-        )
-        with tracing.span(
-            "writegate.execute", parent, proposal_id=proposal_id, tenant_id=identity.tenant_id
-        ):
-            return self._execute_traced(identity, token, proposal_id, operation)
-
-    def _execute_traced(
-        self,
-        identity: Identity,
-        token: str | None,
-        proposal_id: str | None,
-        operation: str | None,
-    ) -> Receipt:
-        started = time.perf_counter()
-        refusal: WritegateError | None = None
-        consumed: _Consumed | None = None
-        try:
-            with self.store.transaction() as tx:
-                peek = self._peek(tx, token, proposal_id)
-                if peek is None:  # nothing is written yet: say why, in this transaction
-                    refusal = self._refuse_unknown(
-                        tx, identity, token, proposal_id, operation, started
-                    )
-                else:
-                    try:
-                        proposal, spec, execution = self._claim(
-                            tx, identity, token, proposal_id, operation, started, peek=peek
-                        )
-                    except AlreadyConsumed as exc:  # refused before the claim's first write
-                        refusal = exc
-                if isinstance(refusal, AlreadyConsumed):
-                    consumed = self._consumed_in(tx, identity, refusal, started)
-        except TokenUnknown:  # replaced after the peek, by a confirm racing this claim
-            with self.store.transaction() as tx:
-                refusal = self._refuse_unknown(tx, identity, token, proposal_id, operation, started)
-                if isinstance(refusal, AlreadyConsumed):
-                    consumed = self._consumed_in(tx, identity, refusal, started)
-        except WritegateError as exc:
-            if not is_database_outage(exc):  # its audit row could not be written either
-                self._audit_refusal(identity, proposal_id, operation, exc, started)
-            raise
-        if isinstance(refusal, AlreadyConsumed):  # audited by _consumed_in, as a duplicate
-            return self._answer_consumed(identity, refusal, consumed)
-        if refusal is not None:
-            raise refusal
-        return self._after_claim(identity, spec, proposal, execution, started)
-
-    def _refuse_unknown(
-        self,
-        tx: LedgerTx,
-        identity: Identity,
-        token: str | None,
-        proposal_id: str | None,
-        operation: str | None,
-        started: float,
-    ) -> WritegateError:
-        """Why a token is unknown (purged, replaced, or never issued), audited in `tx`
-        unless it is a duplicate of a run, which `_consumed_in` audits."""
-        stone = (
-            self.tombstones.find_tombstone(tx, token_hash=hash_secret(token))
-            if self.tombstones is not None and token
-            else None
-        )
-        refusal = (
-            (stone.refusal() if stone is not None else None)
-            or self._replaced_in(tx, identity, proposal_id)
-            or TokenUnknown(proposal_id=proposal_id)
-        )
-        if not isinstance(refusal, AlreadyConsumed):
-            tx.insert_audit(
-                execution_refusal_audit(identity, proposal_id, operation, refusal, started)
+                if not is_database_outage(exc):  # its audit row could not be written either
+                    self._audit_refusal(identity, pid, via.operation, exc, started)
+                raise
+            if isinstance(claimed, _Answer):
+                if isinstance(claimed.result, WritegateError):
+                    raise claimed.result
+                return claimed.result
+            execution = claimed.execution
+            tracing.annotate(
+                proposal_id=execution.proposal_id,
+                execution_id=execution.execution_id,
+                request_key=execution.request_key,
+                args_digest=execution.args_digest,
             )
-        return refusal
+            self.step_hook("claimed")
+            if execution.status is ExecutionStatus.SUCCEEDED or _handed_over(execution):
+                return execution_outcome(execution)  # a hand-over: in progress, for reconcile
+            return self._run_downstream(
+                identity, claimed.spec, claimed.proposal, execution, started
+            )
 
-    def _after_claim(
-        self,
-        identity: Identity,
-        spec: ToolSpec,
-        proposal: Proposal,
-        execution: Execution,
-        started: float,
-    ) -> Receipt:
-        tracing.annotate(
+    def _claim(self, tx: LedgerTx, identity: Identity, via: _Via, started: float) -> _Run | _Answer:
+        """The claim's transaction (see the module docstring)."""
+        presented: Token | None = None
+        if via.secret is not None:
+            presented = tx.get_token(hash_secret(via.secret))
+            if presented is None:
+                return self._unknown_token(tx, identity, via, started)
+            proposal_id = via.proposal_id or presented.proposal_id
+        else:
+            assert via.decision is not None
+            proposal_id = via.decision.proposal_id
+        locked = tx.lock_proposal(proposal_id)
+        if presented is not None:
+            replaced = locked.token is None or locked.token.token_hash != presented.token_hash
+            if replaced and presented.proposal_id == proposal_id:
+                # Replaced by a later confirm of its proposal after it was read.
+                return self._unknown_token(tx, identity, via, started)
+            self._check_token(tx, identity, presented, locked, proposal_id, via.operation)
+            proposal = locked.proposal
+            assert proposal is not None  # the token's own proposal: _check_token found it
+            return self._claim_confirmed(tx, identity, proposal, presented, locked, started)
+        assert via.decision is not None
+        proposal = self.service.mine(identity, locked.proposal, proposal_id)
+        if via.operation is not None and via.operation != proposal.operation:
+            raise OperationMismatch(expected=via.operation, token_operation=proposal.operation)
+        status = proposal.status
+        if status is ProposalStatus.EXECUTED:
+            return self._duplicate(tx, identity, proposal, locked.execution, started)
+        if status is ProposalStatus.AWAITING_SECOND:
+            return _Answer(AwaitingSecond(proposal))  # confirmed already; the approver is next
+        if status is ProposalStatus.CONFIRMED:  # its token issued before (a second approval)
+            token = locked.token
+            if token is None or token.status is not TokenStatus.ISSUED:
+                return self._duplicate(tx, identity, proposal, locked.execution, started)
+            self._check_token(tx, identity, token, locked, proposal_id, via.operation)
+            return self._claim_confirmed(tx, identity, proposal, token, locked, started)
+        if status is not ProposalStatus.AWAITING:
+            ended = proposal_error(status, proposal.proposal_id, proposal.decision_reason)
+            raise ended or ProposalNotPending(proposal_id=proposal_id, state=status.value)
+        with tracing.span(
+            "writegate.decide",
             proposal_id=proposal.proposal_id,
-            execution_id=execution.execution_id,
-            request_key=execution.request_key,
-            args_digest=execution.args_digest,
-        )
-        self.step_hook("claimed")
-        if execution.status is ExecutionStatus.SUCCEEDED or _handed_over(execution):
-            return execution_outcome(execution)  # a hand-over: in progress, for reconcile
-        return self._run_downstream(identity, spec, proposal, execution, started)
-
-    @staticmethod
-    def _replaced_in(
-        tx: LedgerReads, identity: Identity, proposal_id: str | None
-    ) -> WritegateError | None:
-        """An unknown token for the caller's own confirmed proposal was replaced by a
-        later confirm of the same proposal (a double click, a re-run node). Answer with
-        where that proposal's one run stands, not with a bare `token_unknown`."""
-        if proposal_id is None:
-            return None
-        proposal, execution = tx.get_proposal_and_execution(proposal_id)
-        if proposal is None or (proposal.subject, proposal.tenant_id) != (
-            identity.user_id,
-            identity.tenant_id,
+            tenant_id=identity.tenant_id,
+            action="confirm",
         ):
-            return None
-        if execution is not None:
-            return AlreadyConsumed(proposal_id=proposal_id, execution_id=execution.execution_id)
-        if proposal.status is ProposalStatus.CONFIRMED:
-            return TokenReplaced(proposal_id=proposal_id)
-        return None
+            instead = self.service.confirming(tx, identity, proposal, via.decision, started)
+        if instead is not None:
+            answer = AwaitingSecond(instead) if isinstance(instead, Proposal) else instead
+            return _Answer(answer)
+        # The token is issued and consumed by this very claim: its secret is never shown.
+        token = self.service.new_token(tx, proposal, "wgt_" + secrets.token_urlsafe(32))
+        confirmed = decision_audit(identity, proposal, "confirmed", started)
+        return self._claim_with(tx, identity, proposal, token, locked, started, confirmed)
 
-    # -- T1 ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _peek(tx: LedgerTx, secret: str | None, proposal_id: str | None) -> Token | None:
-        """The token presented (its row, unlocked), or for `execute_confirmed` (no
-        secret) the proposal's own token row; None if there is none."""
-        if secret is None:
-            return tx.get_token_for_proposal(proposal_id) if proposal_id else None
-        return tx.get_token(hash_secret(secret)) if secret else None
-
-    def _claim(
+    def _claim_confirmed(
         self,
         tx: LedgerTx,
         identity: Identity,
-        secret: str | None,
-        proposal_id: str | None,
-        operation: str | None,
+        proposal: Proposal,
+        token: Token,
+        locked: Locked,
         started: float,
-        *,
-        held: Proposal | None = None,
-        peek: Token | None = None,
-    ) -> tuple[Proposal, ToolSpec, Execution]:
-        """T1. `held`: the proposal as this very transaction just confirmed it; its row
-        and its token's are locked by this transaction already, so neither is read again.
-        `peek`: the token as `_peek` just read it in `tx`, if the caller did.
+    ) -> _Run | _Answer:
+        """The claim of a proposal confirmed earlier, with the token issued then."""
+        if token.status is TokenStatus.CONSUMED or proposal.status is ProposalStatus.EXECUTED:
+            return self._duplicate(tx, identity, proposal, locked.execution, started)
+        return self._claim_with(tx, identity, proposal, token, locked, started, None)
 
-        It refuses with `AlreadyConsumed` only before its first write, so that a caller
-        may answer the duplicate in the same transaction (`_execute_traced`).
-        """
-        peek = peek or self._peek(tx, secret, proposal_id)
-        if peek is None:
-            raise TokenUnknown(proposal_id=proposal_id)
-        hashed = peek.token_hash
-        locked: Proposal | None
-        token: Token | None
-        if held is not None and held.proposal_id == peek.proposal_id:
-            locked, token = held, peek  # written by this transaction: nobody else can
-        else:
-            # Lock in decide()'s order, the proposal row and then its token, so that a
-            # confirm racing this execute waits for it instead of deadlocking with it.
-            locked = tx.get_proposal(peek.proposal_id, for_update=True)
-            token = tx.get_token(hashed, for_update=True)
-        if token is None:  # a concurrent confirm replaced it
-            raise TokenUnknown(proposal_id=proposal_id)
+    def _claim_with(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        proposal: Proposal,
+        token: Token,
+        locked: Locked,
+        started: float,
+        confirmed: Any,
+    ) -> _Run | _Answer:
+        """Claim the request key for `token` (issued now when `confirmed`, the confirm's
+        audit row, is given), after the tool's validator and local part ran again."""
+        if locked.purged:  # rows restored or replayed past a purge never run again
+            stone = tx.find_tombstone(request_key=proposal.request_key)
+            assert stone is not None
+            raise stone.refusal()
+        if locked.execution is not None:
+            if locked.execution.fingerprint != proposal.fingerprint:
+                raise IdempotencyConflict(request_key=proposal.request_key)
+            return self._duplicate(tx, identity, proposal, locked.execution, started)
+        spec = self.service.spec_for(proposal.operation)
+        # Proposed before this database was promoted: it may have been claimed and sent
+        # in commits the failover lost (asynchronous replication). Never send it blindly:
+        # claimed with its lease already over, the reconciler looks its key up first.
+        hand_over = spec.has_downstream and tx.failed_over_since(proposal.created_at)
+        now = tx.now()
+        execution = Execution(
+            execution_id=new_id("exec"),
+            request_key=proposal.request_key,
+            token_hash=token.token_hash,
+            proposal_id=proposal.proposal_id,
+            tenant_id=proposal.tenant_id,
+            subject=proposal.subject,
+            operation=proposal.operation,
+            resource=proposal.resource,
+            args=proposal.args,
+            args_digest=proposal.args_digest,
+            digest_scheme=proposal.digest_scheme,
+            fingerprint=proposal.fingerprint,
+            status=ExecutionStatus.RUNNING,
+            created_at=now,
+            updated_at=now,
+            attempts=1,
+            lease_owner=self.owner,
+            lease_expires_at=now if hand_over else now + self.policy_for(spec).lease,
+        )
+        # The state must still be what the person saw: the validator runs again, then the
+        # local part, in this transaction; a refusal rolls everything back.
+        ctx = ToolContext(identity, tx.conn, proposal.thread_id)
+        local = spec.apply(
+            ctx,
+            proposal.args,
+            expected_version=proposal.state_version,
+            request_key=proposal.request_key,
+        )
+        audit = [] if confirmed is None else [confirmed]
+        if not spec.has_downstream:  # a write that commits with the ledger: done now
+            execution = replace(
+                execution, status=ExecutionStatus.SUCCEEDED, result=local, completed_at=now
+            )
+            audit.append(execution_audit(identity, proposal, execution, started))
+        from_status = ProposalStatus.AWAITING if confirmed is not None else ProposalStatus.CONFIRMED
+        tx.claim(
+            Claim(
+                proposal_id=proposal.proposal_id,
+                from_status=from_status,
+                decided_by=identity.user_id if confirmed is not None else None,
+                token=token,
+                issue=confirmed is not None,
+                execution=execution,
+                audit=tuple(audit),
+            )
+        )
+        return _Run(spec, execution, proposal)
+
+    # -- checks -----------------------------------------------------------------------
+
+    def _check_token(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        token: Token,
+        locked: Locked,
+        proposal_id: str,
+        operation: str | None,
+    ) -> None:
+        """A token against its caller and the stored snapshot, in the order a refusal
+        says the most without naming anything of someone else's."""
         if token.subject != identity.user_id:
             raise SubjectMismatch()
         if token.tenant_id != identity.tenant_id:
@@ -350,18 +367,19 @@ class Executor:
             raise AudienceMismatch(audience=token.audience)
         if operation is not None and operation != token.operation:
             raise OperationMismatch(expected=operation, token_operation=token.operation)
-        wanted = proposal_id or token.proposal_id
-        proposal = locked if wanted == peek.proposal_id else None
-        if proposal is None:  # presented for another proposal: lock that one as well
-            proposal = tx.get_proposal(wanted, for_update=True)
+        proposal = locked.proposal
         if proposal is None or proposal.tenant_id != identity.tenant_id:
             raise NotFound("no such proposal for this user", proposal_id=proposal_id)
         if proposal.operation != token.operation:
             raise OperationMismatch(token_operation=token.operation)
+        if proposal.proposal_id == token.proposal_id and token.request_key != proposal.request_key:
+            # The token names another request's key: one key, two requests.
+            raise IdempotencyConflict(request_key=token.request_key)
         # Recomputed the way the proposal's digest was written (rows from before JCS).
         executed_digest = digest(proposal.args, proposal.digest_scheme)
         if (
             proposal.proposal_id != token.proposal_id
+            or token.resource != proposal.resource
             or token.digest_scheme != proposal.digest_scheme
             or token.args_digest != executed_digest
             or proposal.args_digest != executed_digest
@@ -378,7 +396,7 @@ class Executor:
         if token.status is TokenStatus.REVOKED or proposal.status is ProposalStatus.REVOKED:
             raise Revoked(proposal_id=proposal.proposal_id)
         if token.status is TokenStatus.CONSUMED:
-            raise AlreadyConsumed(proposal_id=proposal.proposal_id, execution_id=token.execution_id)
+            return  # a replay: answered as a duplicate, with the one run's state
         if requires_fresh_confirmation(proposal, token.policy_version, self.service.policy):
             raise PolicyChanged(
                 token_policy=token.policy_version, current_policy=self.service.policy.version
@@ -387,75 +405,76 @@ class Executor:
             raise TokenExpired(
                 proposal_id=proposal.proposal_id, expired_at=token.expires_at.isoformat()
             )
-        spec = self.service.spec_for(proposal.operation)
-        if self.tombstones is not None:
-            # Rows restored or replayed past a purge must not run the operation again.
-            if held is not None:
-                # A purge fails this one-transaction confirm at its next round trip; the
-                # two-step path it then takes refuses with the tombstone's own answer.
-                self.tombstones.refuse_later(tx, request_key=token.request_key)
-            else:
-                stone = self.tombstones.find_tombstone(tx, request_key=token.request_key)
-                if stone is not None:
-                    raise stone.refusal()
-        existing = tx.get_execution(request_key=token.request_key)
-        if existing is not None:
-            if existing.fingerprint != proposal.fingerprint:
-                raise IdempotencyConflict(request_key=token.request_key)
-            raise AlreadyConsumed(execution_id=existing.execution_id)
-        # Proposed before this database was promoted: it may have been claimed and sent
-        # in commits the failover lost (asynchronous replication). Never send it blindly:
-        # claimed with its lease already over, the reconciler looks its key up first.
-        hand_over = spec.has_downstream and tx.failed_over_since(proposal.created_at)
-        now = tx.now()
-        execution = Execution(
-            execution_id=new_id("exec"),
-            request_key=token.request_key,
-            token_hash=token.token_hash,
-            proposal_id=proposal.proposal_id,
-            tenant_id=proposal.tenant_id,
-            subject=proposal.subject,
-            operation=proposal.operation,
-            resource=proposal.resource,
-            args=proposal.args,
-            args_digest=executed_digest,
-            digest_scheme=proposal.digest_scheme,
-            fingerprint=proposal.fingerprint,
-            status=ExecutionStatus.RUNNING,
-            created_at=now,
-            updated_at=now,
-            attempts=1,
-            lease_owner=self.owner,
-            lease_expires_at=now if hand_over else now + self.retry.lease,
-        )
-        if not tx.consume_token(token.token_hash, execution.execution_id):
-            raise AlreadyConsumed(proposal_id=proposal.proposal_id)
-        if not tx.insert_execution(execution):
-            raise IdempotencyConflict(request_key=token.request_key)
-        tx.transition_proposal(
-            proposal.proposal_id, ProposalStatus.CONFIRMED, ProposalStatus.EXECUTED
-        )
-        ctx = ToolContext(identity, tx.conn, proposal.thread_id)
-        local = spec.apply(
-            ctx,
-            proposal.args,
-            expected_version=proposal.state_version,
-            request_key=execution.request_key,
-        )
-        if not spec.has_downstream:
-            done = tx.transition_execution(
-                execution.execution_id,
-                RUNNING,
-                ExecutionStatus.SUCCEEDED,
-                result=local,
-                require_owner=self.owner,
-            )
-            assert done is not None  # we inserted it in this very transaction
-            tx.insert_audit(execution_audit(identity, proposal, done, started))
-            execution = done
-        return proposal, spec, execution
 
-    # -- downstream and T2 ------------------------------------------------------------
+    # -- replays and unknown tokens ---------------------------------------------------
+
+    def _duplicate(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        proposal: Proposal,
+        execution: Execution | None,
+        started: float,
+    ) -> _Run | _Answer:
+        """A second use of a confirm or token whose run exists: audited as a duplicate;
+        a run refused for the moment (failed_retryable) is taken over, to call again with
+        its request key; anything else is reported, never run again."""
+        refusal = AlreadyConsumed(
+            proposal_id=proposal.proposal_id,
+            execution_id=execution.execution_id if execution else None,
+        )
+        if execution is None or execution.subject != identity.user_id:
+            return _Answer(refusal)
+        tx.insert_audit(duplicate_audit(identity, execution, started))
+        if execution.status is ExecutionStatus.FAILED_RETRYABLE:
+            # Every attempt was refused explicitly ("not applied"): it may be sent again.
+            policy = self.policy_for(self.service.spec_for(execution.operation))
+            taken = tx.transition_execution(
+                execution.execution_id,
+                (ExecutionStatus.FAILED_RETRYABLE,),
+                ExecutionStatus.RUNNING,
+                lease_owner=self.owner,
+                lease_seconds=policy.lease.total_seconds(),
+                count_attempt=True,
+            )
+            if taken is not None:
+                return _Run(self.service.spec_for(taken.operation), taken, None)
+        if execution.status is ExecutionStatus.SUCCEEDED:
+            refusal.details["receipt"] = execution_outcome(execution).to_dict()
+            return _Answer(refusal)
+        try:
+            return _Answer(execution_outcome(execution))
+        except WritegateError as where:  # in progress, unknown, failed: where it stands
+            return _Answer(where)
+
+    def _unknown_token(
+        self, tx: LedgerTx, identity: Identity, via: _Via, started: float
+    ) -> _Run | _Answer:
+        """Why a presented token is unknown: purged (its tombstone says), replaced by a
+        later confirm of the caller's own proposal (answered with where that proposal's
+        one run stands), or never issued. Audited in this transaction."""
+        assert via.secret is not None
+        stone = tx.find_tombstone(token_hash=hash_secret(via.secret))
+        refusal: WritegateError = (
+            stone.refusal() if stone is not None else TokenUnknown(proposal_id=via.proposal_id)
+        )
+        if stone is None and via.proposal_id is not None:
+            locked = tx.lock_proposal(via.proposal_id)
+            proposal = locked.proposal
+            if proposal is not None and (proposal.subject, proposal.tenant_id) == (
+                identity.user_id,
+                identity.tenant_id,
+            ):
+                if locked.execution is not None:
+                    return self._duplicate(tx, identity, proposal, locked.execution, started)
+                if proposal.status is ProposalStatus.CONFIRMED:
+                    refusal = TokenReplaced(proposal_id=proposal.proposal_id)
+        tx.insert_audit(
+            execution_refusal_audit(identity, via.proposal_id, via.operation, refusal, started)
+        )
+        return _Answer(refusal)
+
+    # -- downstream and record --------------------------------------------------------
 
     def _run_downstream(
         self,
@@ -467,24 +486,45 @@ class Executor:
     ) -> Receipt:
         outcome: DownstreamResult | WritegateError
         with acting_for(identity), tracing.span("writegate.downstream"):
-            outcome = self.call_with_retries(spec, execution.args, execution.request_key)
+            outcome = self.send(spec, execution)
         self.step_hook("downstream_returned")
-        with tracing.span("writegate.record"), self.store.transaction() as tx:
-            final = self.record(
-                tx, identity, spec, execution, outcome, proposal=proposal, started=started
-            )
+        final = self.finish(identity, spec, execution, outcome, proposal=proposal, started=started)
         self.step_hook("recorded")
         return execution_outcome(final)
 
-    def call_with_retries(
-        self, spec: ToolSpec, args: dict[str, Any], request_key: str
-    ) -> DownstreamResult | WritegateError:
-        """Call the downstream under this executor's retry policy (see approval/downstream)."""
-        return call_with_retries(spec, args, request_key, self.retry, self.sleep)
+    def policy_for(self, spec: ToolSpec) -> RetryPolicy:
+        """The tool's own retry policy (`write_tool(retry=...)`), else this executor's."""
+        own: RetryPolicy | None = getattr(spec, "retry", None)
+        return own if own is not None else self.retry
 
-    def record(
+    def send(self, spec: ToolSpec, execution: Execution) -> DownstreamResult | WritegateError:
+        """Call the downstream for `execution` under the tool's retry policy (see
+        approval/downstream.py); our lease is renewed to cover each second send."""
+        policy = self.policy_for(spec)
+        return call_with_retries(
+            spec,
+            execution.args,
+            execution.request_key,
+            policy,
+            hold=lambda: self.renew(execution, policy),
+            sleep=self.sleep,
+        )
+
+    def renew(self, execution: Execution, policy: RetryPolicy) -> bool:
+        """Extend our lease on a running execution by `policy.lease`, right before a
+        send; False if it is not ours any more (then nothing may be sent)."""
+        with self.store.transaction() as tx:
+            kept = tx.transition_execution(
+                execution.execution_id,
+                RUNNING,
+                ExecutionStatus.RUNNING,
+                require_owner=self.owner,
+                lease_seconds=policy.lease.total_seconds(),
+            )
+        return kept is not None
+
+    def finish(
         self,
-        tx: LedgerTx,
         identity: Identity,
         spec: ToolSpec,
         execution: Execution,
@@ -493,26 +533,58 @@ class Executor:
         proposal: Proposal | None = None,
         started: float | None = None,
     ) -> Execution:
-        """Write the outcome, guarded by our lease; if we lost it, report what is there."""
+        """T2: record the outcome of our running execution; if we lost the lease, report
+        what is there. An attempt still running (`Overrun`) is held until it answers."""
+        with tracing.span("writegate.record"), self.store.transaction() as tx:
+            done = self.record(
+                tx, identity, spec, execution, outcome, RUNNING, proposal=proposal, started=started
+            )
+            final = done or tx.get_execution(execution_id=execution.execution_id)
+        assert final is not None
+        if done is not None and isinstance(outcome, Overrun):
+            self.hold(identity, spec, done, outcome.attempt)
+        return final
+
+    def record(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        spec: ToolSpec,
+        execution: Execution,
+        outcome: DownstreamResult | WritegateError,
+        expected: tuple[ExecutionStatus, ...],
+        *,
+        proposal: Proposal | None = None,
+        started: float | None = None,
+    ) -> Execution | None:
+        """Write the outcome, guarded by our lease and `expected`; None if either changed
+        (someone else took it over: don't overwrite what they wrote).
+
+        A call still running keeps the lease; one that ended unsettled releases it, so
+        the reconciler may take it at once."""
         provider_ref, result, error_code = None, None, None
         new = outcome_status(outcome)
         if isinstance(outcome, DownstreamResult):
             provider_ref, result = outcome.provider_ref, outcome.result
         else:
             error_code = outcome.code
+        lease: float | None = None
+        if isinstance(outcome, Overrun):
+            lease = self.policy_for(spec).lease.total_seconds()
+        elif new in RELEASED:
+            lease = 0.0
         done = tx.transition_execution(
             execution.execution_id,
-            RUNNING,
+            expected,
             new,
             require_owner=self.owner,
+            lease_seconds=lease,
             provider_ref=provider_ref,
             result=result,
             error_code=error_code,
         )
-        if done is None:  # the lease was taken over (reconciliation); don't overwrite it
-            current = tx.get_execution(execution_id=execution.execution_id)
-            assert current is not None
-            return current
+        if done is None:
+            return None
         ctx = ToolContext(identity, tx.conn)
         if isinstance(outcome, DownstreamResult):
             spec.on_downstream_success(ctx, execution.args, execution.request_key, outcome)
@@ -521,49 +593,19 @@ class Executor:
         tx.insert_audit(execution_audit(identity, proposal, done, started or time.perf_counter()))
         return done
 
-    # -- replays ----------------------------------------------------------------------
+    def hold(
+        self, identity: Identity, spec: ToolSpec, execution: Execution, attempt: Attempt
+    ) -> None:
+        """Keep `execution` (unknown, under our lease) while `attempt` runs past its
+        deadline, and record the attempt's answer when it ends (approval/straggler.py)."""
 
-    def _consumed_in(
-        self, tx: LedgerTx, identity: Identity, exc: AlreadyConsumed, started: float
-    ) -> _Consumed | None:
-        """A second use of a consumed token by its own subject, in `tx`: the duplicate's
-        audit row (what the duplicate-request metric counts), and the run taken over if it
-        failed retryably, to be resumed with the same request key; anything else is
-        reported, never re-run (`_answer_consumed`). None, writing nothing, if the run is
-        not the caller's to hear about."""
-        execution_id = exc.details.get("execution_id")
-        execution = tx.get_execution(execution_id=execution_id) if execution_id else None
-        if execution is None or execution.subject != identity.user_id:
-            return None
-        tx.insert_audit(duplicate_audit(identity, execution, started))
-        claimed = None
-        if execution.status is ExecutionStatus.FAILED_RETRYABLE:
-            claimed = tx.transition_execution(
-                execution.execution_id,
-                (ExecutionStatus.FAILED_RETRYABLE,),
-                ExecutionStatus.RUNNING,
-                lease_owner=self.owner,
-                lease_seconds=self.retry.lease.total_seconds(),
-                count_attempt=True,
-            )
-        return _Consumed(claimed or execution, claimed is not None)
+        def settle(tx: LedgerTx, outcome: DownstreamResult | WritegateError) -> Execution | None:
+            # An answer that settles nothing leaves an escalated execution with the person.
+            ended_ambiguous = outcome_status(outcome) is ExecutionStatus.UNKNOWN
+            late = UNKNOWN if ended_ambiguous else (*UNKNOWN, ExecutionStatus.ESCALATED)
+            return self.record(tx, identity, spec, execution, outcome, late)
 
-    def _answer_consumed(
-        self, identity: Identity, exc: AlreadyConsumed, consumed: _Consumed | None
-    ) -> Receipt:
-        """After `_consumed_in` committed: the first result, or the run resumed."""
-        if consumed is None:
-            raise exc
-        execution = consumed.execution
-        if execution.status is ExecutionStatus.SUCCEEDED:
-            exc.details["receipt"] = execution_outcome(execution).to_dict()
-            raise exc
-        if consumed.taken_over:
-            # Only the request that just took it over resumes it. A running execution
-            # under our own lease is another thread of this executor, still in flight.
-            spec = self.service.spec_for(execution.operation)
-            return self._run_downstream(identity, spec, None, execution, time.perf_counter())
-        return execution_outcome(execution)
+        Straggler(self.store, execution, self.owner, attempt, self.policy_for(spec), settle).start()
 
     # -- audit ------------------------------------------------------------------------
 
@@ -580,7 +622,7 @@ class Executor:
 
 
 def _handed_over(execution: Execution) -> bool:
-    """Claimed for the reconciler after a failover (`_claim`): its lease began over."""
+    """Claimed for the reconciler after a failover (`_claim_with`): its lease began over."""
     return (
         execution.status is ExecutionStatus.RUNNING
         and execution.lease_expires_at is not None
@@ -588,4 +630,11 @@ def _handed_over(execution: Execution) -> bool:
     )
 
 
-__all__ = ["ExecutionFailed", "Executor", "OutcomeUnknown", "RetryPolicy", "outcome_status"]
+__all__ = [
+    "AwaitingSecond",
+    "ExecutionFailed",
+    "Executor",
+    "OutcomeUnknown",
+    "RetryPolicy",
+    "outcome_status",
+]

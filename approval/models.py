@@ -129,6 +129,11 @@ class Proposal:
     revoked_by: str | None = None
     revoked_at: datetime | None = None
     digest_scheme: str = DIGEST_SCHEME  # how args_digest was computed (approval/canonical.py)
+    # The model message that made the call: with `thread_id` and `tool_call_id`, the key of
+    # one call (providers reuse ids such as call_0 in later turns). "" for callers with no
+    # message (the MCP server).
+    message_id: str = ""
+    decision_reason: str | None = None  # the person's own words when they declined
 
 
 @dataclass(frozen=True)

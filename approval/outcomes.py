@@ -55,7 +55,13 @@ _TERMINAL_PROPOSAL_ERRORS: dict[ProposalStatus, type[WritegateError]] = {
 }
 
 
-def proposal_error(status: ProposalStatus, proposal_id: str) -> WritegateError | None:
-    """The error for a proposal that ended without execution, if it did."""
+def proposal_error(
+    status: ProposalStatus, proposal_id: str, reason: str | None = None
+) -> WritegateError | None:
+    """The error for a proposal that ended without execution, if it did; `reason`, the
+    person's own words when they declined, goes with it as `person_said`."""
     cls = _TERMINAL_PROPOSAL_ERRORS.get(status)
-    return cls(proposal_id=proposal_id, state=status.value) if cls else None
+    if cls is None:
+        return None
+    said = {"person_said": reason} if reason and status is ProposalStatus.DECLINED else {}
+    return cls(proposal_id=proposal_id, state=status.value, **said)

@@ -54,6 +54,7 @@ class OperationRule:
     sensitivity: int = 0
     retype_field: str | None = None
     retype_match: str = "exact"
+    proposal_ttl: timedelta | None = None  # None: the tool's, else the tier's, else the policy's
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,10 @@ class RiskRules:
     def operation(self, name: str) -> OperationRule:
         return self.operations.get(name, self.default_operation)
 
+    def lists(self, name: str) -> bool:
+        """Whether the policy has rules of its own for this operation."""
+        return name in self.operations
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -93,6 +98,20 @@ class Policy:
     proposal_ttl: timedelta = timedelta(minutes=15)
     token_ttl: timedelta = timedelta(minutes=5)
     risk: RiskRules | None = None
+
+    def proposal_ttl_for(
+        self, operation: str, tier: Tier | None = None, declared: timedelta | None = None
+    ) -> timedelta:
+        """How long a proposal of `operation` waits for its decision. The most specific
+        setting wins: the policy's `[operations.<name>]`, then the tool's own
+        (`write_tool(expires_in=...)`, `declared`), then its tier's, then the policy's."""
+        listed = self.risk.operations.get(operation) if self.risk else None
+        return (
+            (listed.proposal_ttl if listed else None)
+            or declared
+            or (tier.proposal_ttl if tier else None)
+            or self.proposal_ttl
+        )
 
 
 def load_policy(path: str | Path | None = None) -> Policy:
@@ -160,10 +179,17 @@ def _parse(data: dict[str, Any]) -> Policy:
         match = str(retype.get("match", "exact"))
         if match not in RETYPE_MATCHES:
             raise ValueError(f"operations.{name}.retype.match must be one of {RETYPE_MATCHES}")
+        waits = rule.get("proposal_ttl_seconds")
+        if waits is not None and name == "default":
+            raise ValueError(
+                "operations.default.proposal_ttl_seconds: for every operation, set the "
+                "top-level proposal_ttl_seconds instead"
+            )
         operations[name] = OperationRule(
             sensitivity=int(rule.get("sensitivity", 0)),
             retype_field=retype.get("field"),
             retype_match=match,
+            proposal_ttl=_seconds(waits) if waits is not None else None,
         )
     points = data.get("points", {})
     trust = {str(k): int(v) for k, v in data.get("trust", {"normal": 0}).items()}

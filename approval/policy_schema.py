@@ -39,7 +39,7 @@ _WANTED: dict[Any, str] = {
 }
 _REQUIRED = ("version", "tiers")
 _POINTS: dict[str, Any] = {"irreversible": int, "external": int}
-_OPERATION: dict[str, Any] = {"sensitivity": int, "retype": dict}
+_OPERATION: dict[str, Any] = {"sensitivity": int, "retype": dict, "proposal_ttl_seconds": int}
 _RETYPE: dict[str, Any] = {"field": str, "match": str}
 _TIER: dict[str, Any] = {
     "name": str,

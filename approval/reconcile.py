@@ -1,18 +1,21 @@
 """Reconciliation: settle executions whose outcome nobody knows, by asking the downstream.
 
 Candidates are `unknown` executions (a timeout, a lost answer), `failed_retryable` ones
-(transient refusals) and `running` ones whose lease expired (the worker died or hangs).
-An expired lease proves nothing about the old worker, so a candidate is never simply
-re-run: the reconciler claims it with a lease of its own, looks the request key up at
-the downstream, and then
+(explicit "not applied" refusals) and `running` ones whose lease expired (the worker
+died or hangs), of the tools registered with this reconciler: another application's
+tools are left to the process that runs them. An execution whose lease is still held
+(a call past its deadline, still running in the process that holds it) is not a
+candidate. An expired lease proves nothing about the old worker, so a candidate is
+never simply re-run: the reconciler claims it with a lease of its own and
 
-- records the success with the provider's reference when the downstream has it;
-- calls again with the SAME request key when the downstream says it never saw the key
-  (a straggling old worker using that key too is deduplicated by the downstream);
-- marks it `escalated` for a person when the answer stays ambiguous: the lookup keeps
-  failing, the provider's record disagrees with ours, or the key is older than the
-  downstream keeps keys (a "never seen" would then prove nothing), or the tool has no
-  lookup at all (`has_lookup` False): then it is escalated at once, never re-sent.
+- records the success with the provider's reference when the tool's lookup finds it;
+- sends it again with the SAME request key when the lookup says it never saw the key,
+  when every earlier attempt was refused as "not applied", or when the tool declared
+  `dedupes_by_key` (its downstream drops a repeated key) and has no lookup;
+- marks it `escalated` for a person when nobody can tell: the lookup keeps failing,
+  the provider's record disagrees with ours, the key is older than the downstream
+  keeps keys (a "never seen" or a deduplication would then prove nothing), or the tool
+  has no lookup and does not deduplicate (`no_lookup`): then it is never re-sent.
 
 Every transition, the claim included, writes an audit row with event `reconcile`.
 Storage is behind `BacklogStore` (PostgreSQL: `checkpoints/ops.py`, where several
@@ -29,6 +32,7 @@ from typing import Any
 
 from writegate.approval import tracing
 from writegate.approval.audit import reconcile_audit
+from writegate.approval.downstream import Attempt, Overrun
 from writegate.approval.errors import NotFound, WritegateError
 from writegate.approval.execution import Executor, RetryPolicy, default_owner, outcome_status
 from writegate.approval.models import AuditRecord, Execution, ExecutionStatus, Identity, Receipt
@@ -131,16 +135,23 @@ class Reconciler:
         # The retry path reuses the executor's rules: same key, transient codes only.
         self.executor = Executor(service, retry=retry, owner=self.owner, sleep=sleep)
         self.step_hook = step_hook or (lambda step: None)
+        # Only executions of these tools are claimed: another application's stay its own.
+        self.operations = tuple(service.tools.names())
 
     def run_once(self, limit: int = 20) -> list[Settled]:
         """Claim one batch of due candidates and settle each; [] when none is due."""
         items = self.backlog.claim_due(
             self.owner,
+            operations=self.operations,
             lease_seconds=self.policy.lease.total_seconds(),
             limit=limit,
             audit=self._claim_audit,
         )
         return [self.reconcile(item) for item in items]
+
+    def left_to_others(self) -> dict[str, int]:
+        """Due executions of tools this reconciler does not run, by tool: left alone."""
+        return self.backlog.due_elsewhere(self.operations)
 
     def drain(self, limit: int = 20, max_batches: int = 1000) -> list[Settled]:
         """Run batches until nothing is due (deferred work waits for its next check)."""
@@ -169,34 +180,44 @@ class Reconciler:
     def _reconcile(self, item: BacklogItem) -> Settled:
         execution = item.execution
         self.step_hook("claimed")
-        try:
-            spec = self.service.tools.get(execution.operation)
-        except KeyError:
-            return self._escalate(item, {"reason": "unknown_operation"})
-        if (
-            not getattr(spec, "has_lookup", True)
-            and item.previous_status != ExecutionStatus.FAILED_RETRYABLE.value
-        ):
+        spec = self.service.spec_for(execution.operation)  # claimed: one of our tools
+        if getattr(spec, "has_lookup", True):
+            try:
+                with acting_for(Identity(execution.subject, execution.tenant_id)):
+                    found = spec.lookup_downstream(execution.args, execution.request_key)
+            except Exception as exc:  # cannot tell: try later, then hand it to a person
+                code = exc.code if isinstance(exc, WritegateError) else type(exc).__name__
+                return self._defer(item, ExecutionStatus.UNKNOWN, code, "lookup_failed")
+            self.step_hook("looked_up")
+            if found is not None:
+                if not agrees(found, execution):
+                    return self._escalate(
+                        item, {"reason": "provider_mismatch", "provider_result": found.result}
+                    )
+                return self._settle(item, found, "found")
+        elif item.previous_status == ExecutionStatus.FAILED_RETRYABLE.value:
+            return self._send_again(item, spec)  # every attempt was refused: none applied
+        elif not getattr(spec, "dedupes_by_key", False):
             # Nobody can tell whether it applied: sending it again could do it twice.
             return self._escalate(item, {"reason": "no_lookup"})
-        try:
-            with acting_for(Identity(execution.subject, execution.tenant_id)):
-                found = spec.lookup_downstream(execution.args, execution.request_key)
-        except Exception as exc:  # cannot tell: try later, then hand it to a person
-            code = exc.code if isinstance(exc, WritegateError) else type(exc).__name__
-            return self._defer(item, ExecutionStatus.UNKNOWN, code, "lookup_failed")
-        self.step_hook("looked_up")
-        if found is not None:
-            if not agrees(found, execution):
-                return self._escalate(
-                    item, {"reason": "provider_mismatch", "provider_result": found.result}
-                )
-            return self._settle(item, found, "found")
+        # From here a second send relies on the downstream's memory of keys: its lookup
+        # said "never seen", or it drops a repeated key. Both hold only while it keeps them.
         if item.age_seconds > self.policy.key_retention.total_seconds():
             return self._escalate(item, {"reason": "key_may_have_expired_downstream"})
-        with acting_for(Identity(execution.subject, execution.tenant_id)):
-            outcome = self.executor.call_with_retries(spec, execution.args, execution.request_key)
+        return self._send_again(item, spec)
+
+    def _send_again(self, item: BacklogItem, spec: ToolSpec) -> Settled:
+        """The same request key, once more; our lease is renewed first, to cover the send."""
+        execution = item.execution
+        if not self.executor.renew(execution, self.executor.policy_for(spec)):
+            return self._lost(item)
+        identity = Identity(execution.subject, execution.tenant_id)
+        with acting_for(identity):
+            outcome = self.executor.send(spec, execution)
         self.step_hook("downstream_returned")
+        if isinstance(outcome, Overrun):  # still running: kept by us until it answers
+            held = (spec, outcome.attempt)
+            return self._defer(item, ExecutionStatus.UNKNOWN, outcome.code, "still_running", held)
         return self._settle(item, outcome, "retried", spec)
 
     # -- transitions, each guarded by our lease and audited -----------------------------
@@ -240,13 +261,22 @@ class Reconciler:
         return self._result(item, done, action)
 
     def _defer(
-        self, item: BacklogItem, status: ExecutionStatus, error_code: str | None, action: str
+        self,
+        item: BacklogItem,
+        status: ExecutionStatus,
+        error_code: str | None,
+        action: str,
+        held: tuple[ToolSpec, Attempt] | None = None,
     ) -> Settled:
-        if item.checks >= self.policy.max_checks:
+        """Check again later, or past `max_checks` hand it to a person. `held`: our send,
+        still running past its deadline; we keep the lease while it runs and record its
+        answer when it ends (approval/straggler.py); the next check comes after that."""
+        if held is None and item.checks >= self.policy.max_checks:
             return self._escalate(
                 item, {"reason": "still_ambiguous", "checks": item.checks, "last_error": error_code}
             )
         execution = item.execution
+        hold_seconds = self.executor.policy_for(held[0]).lease.total_seconds() if held else 0.0
         with self.service.store.transaction() as tx:
             done = self.backlog.defer(
                 tx,
@@ -255,10 +285,14 @@ class Reconciler:
                 status,
                 delay_seconds=self.policy.delay(item.checks),
                 error_code=error_code,
+                hold_seconds=hold_seconds,
             )
             if done is None:
                 return self._lost(item)
             tx.insert_audit(self._audit(item, done, f"deferred:{action}"))
+        if held is not None:
+            identity = Identity(execution.subject, execution.tenant_id)
+            self.executor.hold(identity, held[0], done, held[1])
         return self._result(item, done, "deferred")
 
     def _escalate(self, item: BacklogItem, reason: dict[str, Any]) -> Settled:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from writegate.approval.errors import RecordExpired
-from writegate.approval.store import LedgerReads, LedgerTx
 
 RETENTION_ENV = "WRITEGATE_RETENTION_DAYS"
 DEFAULT_RETENTION_DAYS = 90
@@ -44,21 +43,6 @@ class Tombstone:
             provider_ref=self.provider_ref,
             purged_at=self.purged_at.isoformat(),
         )
-
-
-class TombstoneLookup(Protocol):
-    def find_tombstone(
-        self, tx: LedgerReads, *, token_hash: str | None = None, request_key: str | None = None
-    ) -> Tombstone | None:
-        """The tombstone for a purged token or request key, in `tx`; None if never purged."""
-        ...
-
-    def refuse_later(self, tx: LedgerTx, *, request_key: str) -> None:
-        """Make `tx` fail (`InvalidTransition`) if `request_key` was ever purged, where it
-        can, at its next round trip instead of with a read of its own; else refuse at
-        once with the tombstone's refusal. For a caller that, on that failure, takes a
-        path that looks the tombstone up with `find_tombstone`."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import replace
-from datetime import datetime
 from typing import Protocol
 
 from writegate.approval.audit import decision_audit, refusal_audit
@@ -26,7 +25,14 @@ from writegate.approval.errors import (
     SelfApproval,
     WritegateError,
 )
-from writegate.approval.models import PENDING, AuditRecord, Identity, Proposal, ProposalStatus
+from writegate.approval.models import (
+    PENDING,
+    AuditRecord,
+    Identity,
+    Proposal,
+    ProposalStatus,
+    Token,
+)
 from writegate.approval.store import LedgerStore, LedgerTx
 
 
@@ -41,7 +47,7 @@ class ReviewHost(Protocol):
 
     def require_current_requirements(self, proposal: Proposal) -> None: ...
 
-    def issue_token(self, tx: LedgerTx, proposal: Proposal, secret: str) -> datetime: ...
+    def new_token(self, tx: LedgerTx, proposal: Proposal, secret: str) -> Token: ...
 
 
 APPROVER_ROLE = "approver"
@@ -118,7 +124,7 @@ def approve_as_second(
                     raise ProposalNotPending(proposal_id=proposal_id)
                 # Bound to the requester; this secret is dropped. The requester's next
                 # confirm replaces it with one that only they receive.
-                service.issue_token(tx, proposal, "wgt_" + secrets.token_urlsafe(32))
+                tx.insert_token(service.new_token(tx, proposal, "wgt_" + secrets.token_urlsafe(32)))
                 tx.insert_audit(_audit(identity, proposal, event, "confirmed", started))
                 return replace(
                     proposal,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -48,10 +49,10 @@ class Assessment:
             ),
         }
 
-    def confirmation(self, policy: Policy) -> dict[str, Any]:
-        """The preview's `confirmation` block: the tier, why, and what it asks of people."""
+    def confirmation(self, policy: Policy, waits: timedelta) -> dict[str, Any]:
+        """The preview's `confirmation` block: the tier, why, and what it asks of people;
+        `waits` is how long the proposal waits for its decision."""
         ttl = self.tier.token_ttl or policy.token_ttl
-        waits = self.tier.proposal_ttl or policy.proposal_ttl
         block: dict[str, Any] = {
             "tier": self.tier.name,
             "score": self.score,
@@ -82,7 +83,8 @@ def _hint(match: str, field: str) -> str:
 def risk_inputs(
     operation: str, args: dict[str, Any], preview: dict[str, Any], identity: Identity, hook: Any
 ) -> dict[str, Any]:
-    """The facts risk is judged on. `hook(args)` lets a tool add or correct them."""
+    """The facts risk is judged on. `hook(args)` lets a tool add or correct them: a
+    tool's declared amount (`amount_minor`, `currency`) or scope (`count`)."""
     shown = {f.get("name"): f.get("display") for f in preview.get("fields", [])}
     amount = args.get("amount_minor")
     count = args.get("count")
@@ -97,8 +99,21 @@ def risk_inputs(
         "trust": identity.trust,
     }
     if callable(hook):
-        inputs.update(hook(args))
+        declared = hook(args)
+        inputs.update(declared)
+        if "amount_minor" in declared and "amount_display" not in declared:
+            inputs["amount_display"] = _amount_shown(preview, declared)
     return inputs
+
+
+def _amount_shown(preview: dict[str, Any], declared: dict[str, Any]) -> str:
+    """What the person reads for a declared amount: the preview's money field showing
+    it, else the figure itself, said to be in minor units."""
+    amount, currency = declared["amount_minor"], declared.get("currency")
+    for shown in preview.get("fields", []):
+        if shown.get("money_of") and shown.get("value") == amount:
+            return str(shown.get("display"))
+    return f"{amount} in {currency} minor units"
 
 
 def _band(bands: tuple[tuple[int, int], ...], value: int) -> int:
@@ -126,12 +141,17 @@ def assess(rules: RiskRules | None, inputs: dict[str, Any]) -> Assessment:
     amount, currency = inputs.get("amount_minor"), inputs.get("currency")
     if isinstance(amount, int):
         bands = rules.amount_bands.get(currency or "", rules.amount_bands.get("default", ()))
-        add(_band(bands, amount), f"amount {inputs.get('amount_display') or amount}")
+        # money moving either way is at stake: a credit of 1,000,000 scores as a charge
+        add(_band(bands, abs(amount)), f"amount {inputs.get('amount_display') or amount}")
     if isinstance(inputs.get("count"), int):
         add(_band(rules.count_bands, inputs["count"]), f"{inputs['count']} items at once")
     add(rules.irreversible if inputs.get("irreversible") else 0, "cannot be undone")
     add(rules.external if inputs.get("external") else 0, "money or messages leave the system")
-    add(op.sensitivity, f"sensitive operation {inputs['operation']}")
+    if rules.lists(inputs["operation"]):
+        add(op.sensitivity, f"sensitive operation {inputs['operation']}")
+    else:  # the policy's [operations.default]: an operation it knows nothing about
+        why = f"{inputs['operation']} is not listed in the policy's operations: counted as"
+        add(op.sensitivity, f"{why} sensitive")
     level = inputs.get("trust") or rules.default_trust
     cautious = max(rules.trust.values(), default=0)
     add(rules.trust.get(level, cautious), f"trust {level}")

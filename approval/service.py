@@ -25,6 +25,7 @@ from writegate.approval.canonical import (
 from writegate.approval.decisions import Cancel, Confirm, Decline, Edit
 from writegate.approval.errors import (
     AlreadyConsumed,
+    ForeignCall,
     IdempotencyConflict,
     InProgress,
     InvalidTransition,
@@ -35,6 +36,7 @@ from writegate.approval.errors import (
     ProposalNotPending,
     ValidationFailed,
     WritegateError,
+    require_held,
 )
 from writegate.approval.models import (
     DECIDABLE,
@@ -135,10 +137,12 @@ class ApprovalService:
         tool_call_id: str,
         tool_name: str,
         raw_args: dict[str, Any],
+        message_id: str = "",
     ) -> Proposal:
         """Freeze one write request as a proposal awaiting a person's confirmation.
 
-        Idempotent per (thread, tool call): a re-run node gets the same proposal back.
+        Idempotent per call (thread, model message, tool-call id): a re-run node gets
+        the same proposal back; the same id in a later message is a new request.
         A retried call with a new tool-call id but the same arguments gets the proposal
         that is still open for them, so a retry never asks for (and runs) a second one.
         """
@@ -154,7 +158,7 @@ class ApprovalService:
                 # One statement, without a transaction around it: a re-run (every resume
                 # re-runs the gate) finds its proposal; a new call, what it must check.
                 found = self.store.look_up_call(
-                    identity.tenant_id, thread_id, tool_call_id, fingerprint
+                    identity.tenant_id, thread_id, tool_call_id, fingerprint, message_id=message_id
                 )
                 if found.same_call is not None:
                     proposal = self._same_call(identity, found.same_call, tool_call_id, fingerprint)
@@ -171,12 +175,17 @@ class ApprovalService:
                                 fingerprint,
                                 found,
                                 started,
+                                message_id=message_id,
                             )
                     except InvalidTransition:
                         # A concurrent twin of this node inserted the call's proposal
                         # first: this transaction wrote nothing; the twin's is the answer.
                         twin = self.store.look_up_call(
-                            identity.tenant_id, thread_id, tool_call_id, fingerprint
+                            identity.tenant_id,
+                            thread_id,
+                            tool_call_id,
+                            fingerprint,
+                            message_id=message_id,
                         ).same_call
                         if twin is None:
                             raise  # not a twin: the failure as it was
@@ -188,9 +197,13 @@ class ApprovalService:
                 )
                 return proposal
             except WritegateError as exc:
-                self._audit_failure(
-                    identity, thread_id, tool_name, "propose", raw_args, exc, started
+                # Someone else's call: its arguments are the owner's, not the caller's to keep.
+                args = (
+                    {"_withheld": "another user's call"}
+                    if isinstance(exc, ForeignCall)
+                    else raw_args
                 )
+                self._audit_failure(identity, thread_id, tool_name, "propose", args, exc, started)
                 raise
 
     @staticmethod
@@ -198,14 +211,10 @@ class ApprovalService:
         identity: Identity, same_call: Proposal, tool_call_id: str, fingerprint: str
     ) -> Proposal:
         """The proposal already made for this tool call, if it is this request's."""
-        if same_call.subject != identity.user_id:
-            # Someone else's question (another user resuming the thread): the
-            # ownership rule answers as for any proposal not one's own.
-            raise NotFound(
-                "no such proposal for this user",
-                proposal_id=same_call.proposal_id,
-                tool_call_id=tool_call_id,
-            )
+        if (same_call.subject, same_call.tenant_id) != (identity.user_id, identity.tenant_id):
+            # Someone else's question (another user, or the same user id in another
+            # tenant, resuming the thread): refused naming nothing of it.
+            raise ForeignCall()
         if same_call.fingerprint != fingerprint:
             raise IdempotencyConflict(
                 "this tool-call id was already used for a different request",
@@ -225,6 +234,8 @@ class ApprovalService:
         fingerprint: str,
         found: CallLookup,
         started: float,
+        *,
+        message_id: str = "",
     ) -> Proposal:
         """A new proposal for the call, after `found`, the call's lookup. Should a
         concurrent twin insert one meanwhile, the insert fails this transaction
@@ -256,12 +267,17 @@ class ApprovalService:
         preview = spec.preview(args, seen).to_dict()
         hook = getattr(spec, "risk_inputs", None)
         risk = assess(self.policy.risk, risk_inputs(spec.name, args, preview, identity, hook))
+        # the policy's word on this operation, else the tool's own, its tier's, the default
+        waits = self.policy.proposal_ttl_for(
+            spec.name, risk.tier, getattr(spec, "expires_in", None)
+        )
         # Added beside the fields, never instead of one: the person still sees everything.
-        preview["confirmation"] = risk.confirmation(self.policy)
+        preview["confirmation"] = risk.confirmation(self.policy, waits)
         proposal = Proposal(
             proposal_id=proposal_id,
             thread_id=thread_id,
             tool_call_id=tool_call_id,
+            message_id=message_id,
             subject=identity.user_id,
             tenant_id=identity.tenant_id,
             operation=spec.name,
@@ -275,29 +291,26 @@ class ApprovalService:
             request_key=f"{spec.name}:{identity.tenant_id}:{seen.resource}:{proposal_id}",
             status=ProposalStatus.AWAITING,
             created_at=now,
-            # the tier's own time to live (a second approver may need longer), else the policy's
-            expires_at=now + (risk.tier.proposal_ttl or self.policy.proposal_ttl),
+            expires_at=now + waits,
             tier=risk.tier.name,
             risk=risk.to_dict(),
         )
-        # Sent with the audit row and the COMMIT. The call had no proposal when it was
-        # looked up; should a concurrent twin have inserted one since, the insert writes
-        # no row and the whole transaction fails (`InvalidTransition`, nothing written).
-        tx.expect_insert_proposal(proposal)
-        tracing.remember(tx, proposal.proposal_id)
-        tx.insert_audit(
-            call_audit(
-                identity,
-                thread_id,
-                spec.name,
-                "propose",
-                proposal.args,  # hashed once already
-                "awaiting_confirmation",
-                started,
-                proposal=proposal,
-                requested_digest=proposal.args_digest,
-            )
+        audit = call_audit(
+            identity,
+            thread_id,
+            spec.name,
+            "propose",
+            proposal.args,  # hashed once already
+            "awaiting_confirmation",
+            started,
+            proposal=proposal,
+            requested_digest=proposal.args_digest,
         )
+        if not tx.insert_proposal(proposal, audit):
+            # The call had no proposal when it was looked up; a concurrent twin of this
+            # node inserted one since. Nothing was written; the caller reads the twin's.
+            raise InvalidTransition("the call's proposal was made by a twin meanwhile")
+        tracing.remember(tx, proposal.proposal_id)
         return proposal
 
     # -- decide -----------------------------------------------------------------------
@@ -325,7 +338,7 @@ class ApprovalService:
         along with it, without a statement of its own)."""
         with self.store.reading() as tx:
             proposal, execution = tx.get_proposal_and_execution(proposal_id)
-            mine = self._mine(identity, proposal, proposal_id)
+            mine = self.mine(identity, proposal, proposal_id)
             return mine, execution, tx.now()
 
     def decide(
@@ -351,31 +364,11 @@ class ApprovalService:
         self, identity: Identity, decision: Confirm | Decline | Cancel | Edit
     ) -> Confirmation | Ended | Proposal:
         started = time.perf_counter()
-        try:
-            with self.store.transaction() as tx:
-                outcome = self.decide_in(tx, identity, decision, started)
-        except InvalidTransition:
-            if isinstance(decision, Confirm):
-                self._refuse_if_consumed(decision.proposal_id)
-            raise
-        if isinstance(outcome, ProposalExpired):
-            raise outcome  # after the commit: the proposal is recorded as expired
+        with self.store.transaction() as tx:
+            outcome = self.decide_in(tx, identity, decision, started)
+        if isinstance(outcome, WritegateError):
+            raise outcome  # after the commit: its proposal's move is recorded (expired)
         return outcome
-
-    def _refuse_if_consumed(self, proposal_id: str) -> None:
-        """A second confirm whose token write found the token no longer issued: it was
-        used (or revoked, or purged) since; answered as the waited-for write was."""
-        with self.store.reading() as tx:
-            proposal = tx.get_proposal(proposal_id)
-            token = tx.get_token_for_proposal(proposal_id)
-        confirmed = proposal is not None and proposal.status in (
-            ProposalStatus.CONFIRMED,
-            ProposalStatus.EXECUTED,
-        )
-        if confirmed and (token is None or token.status is not TokenStatus.ISSUED):
-            raise AlreadyConsumed(
-                proposal_id=proposal_id, execution_id=token.execution_id if token else None
-            )
 
     def decide_in(
         self,
@@ -383,32 +376,77 @@ class ApprovalService:
         identity: Identity,
         decision: Confirm | Decline | Cancel | Edit,
         started: float,
-    ) -> Confirmation | Ended | Proposal | ProposalExpired:
-        """`decide` inside the caller's transaction. An expiry is returned, not raised:
-        the caller commits the proposal's move to expired, then raises it."""
+    ) -> Confirmation | Ended | Proposal | WritegateError:
+        """`decide` inside the caller's transaction. A refusal that is recorded (an
+        expiry: the proposal moves to expired) is returned, not raised: the caller
+        commits it, then raises it."""
         check_input(decision.model_dump())  # an edit's arguments, a reason: before any row
-        # Every move below is of this row, locked here and seen in its status: each guard
-        # holds, so each write is sent with the next statement or the COMMIT.
-        proposal = self._owned(tx, identity, decision.proposal_id, for_update=True)
-        if proposal.status in DECIDABLE and tx.now() >= proposal.expires_at:
-            tx.expect_transition_proposal(
-                proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED
-            )
-            tx.insert_audit(decision_audit(identity, proposal, "expired", started))
-            return ProposalExpired(
-                proposal_id=proposal.proposal_id, expired_at=proposal.expires_at.isoformat()
-            )
+        # Every move below is of this row, locked here and seen in its status.
+        proposal = self.mine(identity, tx.lock_proposal(decision.proposal_id).proposal,
+                              decision.proposal_id)  # fmt: skip
         if isinstance(decision, Confirm):
             return self._confirm(tx, identity, proposal, decision, started)
+        expired = self.expire_if_due(tx, identity, proposal, started)
+        if expired is not None:
+            return expired
         if isinstance(decision, Edit):
             return self._edit(tx, identity, proposal, decision.args, started)
         new = ProposalStatus.DECLINED if isinstance(decision, Decline) else ProposalStatus.CANCELLED
+        reason = decision.reason if isinstance(decision, Decline) else None
         self._require_pending(proposal)
-        tx.expect_transition_proposal(
-            proposal.proposal_id, proposal.status, new, decided_by=identity.user_id
+        moved = tx.transition_proposal(
+            proposal.proposal_id, proposal.status, new, decided_by=identity.user_id, reason=reason
         )
-        tx.insert_audit(decision_audit(identity, proposal, new.value, started))
-        return Ended(replace(proposal, status=new))
+        require_held(moved, "the proposal's move")
+        said = {"person_said": reason} if reason else None
+        tx.insert_audit(decision_audit(identity, proposal, new.value, started, result=said))
+        return Ended(replace(proposal, status=new, decision_reason=reason))
+
+    def expire_if_due(
+        self, tx: LedgerTx, identity: Identity, proposal: Proposal, started: float
+    ) -> ProposalExpired | None:
+        """A proposal waiting on a person past its expiry (right-open, on the database
+        clock) moves to expired, audited; the refusal is returned for after the commit."""
+        if proposal.status not in DECIDABLE or tx.now() < proposal.expires_at:
+            return None
+        require_held(
+            tx.transition_proposal(proposal.proposal_id, proposal.status, ProposalStatus.EXPIRED),
+            "the proposal's move",
+        )
+        tx.insert_audit(decision_audit(identity, proposal, "expired", started))
+        return ProposalExpired(
+            proposal_id=proposal.proposal_id, expired_at=proposal.expires_at.isoformat()
+        )
+
+    def confirming(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        proposal: Proposal,
+        decision: Confirm,
+        started: float,
+    ) -> Proposal | WritegateError | None:
+        """A confirm's checks at the proposal's tier, for a proposal awaiting it. None:
+        it is confirmed now. Otherwise what happened instead, written in `tx`: the
+        proposal awaiting its second approver (a confirm at that tier issues no token;
+        the approver's approval does), or its expiry (a refusal, for after the commit).
+        A policy change or a wrong retyped field raises, writing nothing."""
+        expired = self.expire_if_due(tx, identity, proposal, started)
+        if expired is not None:
+            return expired
+        self.require_current_requirements(proposal)
+        check_retyped(proposal, decision.retyped)
+        if not (proposal.risk or {}).get("tier", {}).get("second_approver"):
+            return None
+        moved = tx.transition_proposal(
+            proposal.proposal_id,
+            ProposalStatus.AWAITING,
+            ProposalStatus.AWAITING_SECOND,
+            decided_by=identity.user_id,
+        )
+        require_held(moved, "the proposal's move")
+        tx.insert_audit(decision_audit(identity, proposal, "awaiting_second_approval", started))
+        return replace(proposal, status=ProposalStatus.AWAITING_SECOND, decided_by=identity.user_id)
 
     def _confirm(
         self,
@@ -417,13 +455,9 @@ class ApprovalService:
         proposal: Proposal,
         decision: Confirm,
         started: float,
-    ) -> Confirmation | Proposal:
-        """Confirm at the proposal's tier.
-
-        A tier with a second approver moves the proposal to awaiting_second_approval and
-        issues no token; the approver's approval issues it (bound to the requester), and
-        the requester's next confirm hands it out.
-        """
+    ) -> Confirmation | Proposal | WritegateError:
+        """Confirm and hand out the token, for a client that presents it later (HTTP,
+        MCP, the CLI); the graph confirms and executes at once (`Executor.confirm`)."""
         if proposal.status is ProposalStatus.EXECUTED:
             token = tx.get_token_for_proposal(proposal.proposal_id)
             raise AlreadyConsumed(
@@ -431,40 +465,38 @@ class ApprovalService:
             )
         if proposal.status is ProposalStatus.AWAITING_SECOND:
             return proposal  # confirmed already; the second approver is next
-        if proposal.status is not ProposalStatus.CONFIRMED:
-            self._require_pending(proposal)
-        self.require_current_requirements(proposal)
         secret = "wgt_" + secrets.token_urlsafe(32)
         if proposal.status is ProposalStatus.CONFIRMED:
-            # The same person confirming again (a re-run node, a lost response, or the
-            # token a second approver released): the old secret is unreadable, so it is
-            # replaced; the approval stays one. Seen confirmed under the lock, its token
-            # is issued (a guard gone after all is answered in `_decide`).
+            # The same person confirming again (a lost response, or the token a second
+            # approver released): the old secret is unreadable, so it is replaced; the
+            # approval stays one. A token no longer issued was used (or revoked) since.
+            self.require_current_requirements(proposal)
             expires_at = self.token_expiry(tx, proposal)
-            tx.expect_replace_token_hash(proposal.proposal_id, hash_secret(secret), expires_at)
+            if not tx.replace_token_hash(proposal.proposal_id, hash_secret(secret), expires_at):
+                token = tx.get_token_for_proposal(proposal.proposal_id)
+                raise AlreadyConsumed(
+                    proposal_id=proposal.proposal_id,
+                    execution_id=token.execution_id if token else None,
+                )
             return Confirmation(replace(proposal), secret, expires_at)
-        check_retyped(proposal, decision.retyped)
-        if (proposal.risk or {}).get("tier", {}).get("second_approver"):
-            tx.expect_transition_proposal(
+        self._require_pending(proposal)
+        instead = self.confirming(tx, identity, proposal, decision, started)
+        if instead is not None:
+            return instead
+        require_held(
+            tx.transition_proposal(
                 proposal.proposal_id,
                 ProposalStatus.AWAITING,
-                ProposalStatus.AWAITING_SECOND,
+                ProposalStatus.CONFIRMED,
                 decided_by=identity.user_id,
-            )
-            tx.insert_audit(decision_audit(identity, proposal, "awaiting_second_approval", started))
-            return replace(
-                proposal, status=ProposalStatus.AWAITING_SECOND, decided_by=identity.user_id
-            )
-        tx.expect_transition_proposal(
-            proposal.proposal_id,
-            ProposalStatus.AWAITING,
-            ProposalStatus.CONFIRMED,
-            decided_by=identity.user_id,
+            ),
+            "the proposal's move",
         )
-        expires_at = self.issue_token(tx, proposal, secret)
+        token = self.new_token(tx, proposal, secret)
+        tx.insert_token(token)
         tx.insert_audit(decision_audit(identity, proposal, "confirmed", started))
         confirmed = replace(proposal, status=ProposalStatus.CONFIRMED, decided_by=identity.user_id)
-        return Confirmation(confirmed, secret, expires_at)
+        return Confirmation(confirmed, secret, token.expires_at)
 
     def require_current_requirements(self, proposal: Proposal) -> None:
         """A policy change that would ask more (or less) of this proposal needs a new one."""
@@ -481,29 +513,26 @@ class ApprovalService:
     def token_expiry(self, tx: LedgerTx, proposal: Proposal) -> datetime:
         return min(tx.now() + token_ttl(proposal, self.policy), proposal.expires_at)
 
-    def issue_token(self, tx: LedgerTx, proposal: Proposal, secret: str) -> datetime:
-        """The one-time token, bound to the requester, under the current policy version."""
-        expires_at = self.token_expiry(tx, proposal)
-        tx.insert_token(
-            Token(
-                token_hash=hash_secret(secret),
-                proposal_id=proposal.proposal_id,
-                subject=proposal.subject,
-                tenant_id=proposal.tenant_id,
-                audience=self.policy.audience,
-                operation=proposal.operation,
-                resource=proposal.resource,
-                args_digest=proposal.args_digest,
-                digest_scheme=proposal.digest_scheme,
-                policy_version=self.policy.version,
-                request_key=proposal.request_key,
-                issued_at=tx.now(),
-                expires_at=expires_at,
-                status=TokenStatus.ISSUED,
-                tier=proposal.tier,
-            )
+    def new_token(self, tx: LedgerTx, proposal: Proposal, secret: str) -> Token:
+        """The one-time token for `secret`, bound to the requester, under the current
+        policy version (not yet written)."""
+        return Token(
+            token_hash=hash_secret(secret),
+            proposal_id=proposal.proposal_id,
+            subject=proposal.subject,
+            tenant_id=proposal.tenant_id,
+            audience=self.policy.audience,
+            operation=proposal.operation,
+            resource=proposal.resource,
+            args_digest=proposal.args_digest,
+            digest_scheme=proposal.digest_scheme,
+            policy_version=self.policy.version,
+            request_key=proposal.request_key,
+            issued_at=tx.now(),
+            expires_at=self.token_expiry(tx, proposal),
+            status=TokenStatus.ISSUED,
+            tier=proposal.tier,
         )
-        return expires_at
 
     def edit_changes_nothing(self, proposal: Proposal, raw_args: dict[str, Any]) -> bool:
         """Whether an edit's arguments, normalized, are the proposal's own. Such an edit
@@ -525,9 +554,24 @@ class ApprovalService:
         args = spec.normalize(raw_args)
         fingerprint = request_fingerprint(identity.tenant_id, spec.name, args)
         new_call = f"{proposal.tool_call_id}#edit:{proposal.proposal_id}"
-        found = tx.look_up_call(identity.tenant_id, proposal.thread_id, new_call, fingerprint)
+        found = tx.look_up_call(
+            identity.tenant_id,
+            proposal.thread_id,
+            new_call,
+            fingerprint,
+            message_id=proposal.message_id,
+        )
         edited = self._propose_in(
-            tx, identity, spec, proposal.thread_id, new_call, args, fingerprint, found, started
+            tx,
+            identity,
+            spec,
+            proposal.thread_id,
+            new_call,
+            args,
+            fingerprint,
+            found,
+            started,
+            message_id=proposal.message_id,
         )
         if edited.proposal_id == proposal.proposal_id:
             return proposal  # an edit that changes nothing keeps the question as it is
@@ -576,10 +620,10 @@ class ApprovalService:
         tx: LedgerReads, identity: Identity, proposal_id: str, *, for_update: bool
     ) -> Proposal:
         proposal = tx.get_proposal(proposal_id, for_update=for_update)
-        return ApprovalService._mine(identity, proposal, proposal_id)
+        return ApprovalService.mine(identity, proposal, proposal_id)
 
     @staticmethod
-    def _mine(identity: Identity, proposal: Proposal | None, proposal_id: str) -> Proposal:
+    def mine(identity: Identity, proposal: Proposal | None, proposal_id: str) -> Proposal:
         # Someone else's proposal looks exactly like a missing one: no existence leak.
         if (
             proposal is None

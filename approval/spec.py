@@ -99,13 +99,25 @@ class ToolSpec(Protocol):
 
 # Optional hooks a spec may define, looked up with getattr by the protocol:
 #   freeze_scope(ctx, args) -> args   a batch freezes its exact resource set (service)
-#   risk_inputs(args) -> dict         extra inputs for the risk tier (service)
+#   risk_inputs(args) -> dict         extra inputs for the risk tier (service): a
+#                                     declared amount_minor + currency, or a count
+#   expires_in: timedelta | None      how long its proposals wait (over the tier's
+#                                     and the policy's default, under the policy's
+#                                     own setting for the operation)
 #   has_lookup: bool                  False: `lookup_downstream` cannot answer, so an
 #                                     unknown outcome goes to a person, never re-sent
+#   dedupes_by_key: bool              True: the downstream drops a repeated request key,
+#                                     so a call that may have applied may be sent again
+#                                     (never while it may still be running)
+#   retry: RetryPolicy | None         the tool's own deadline and retries (downstream.py)
 
 
 class ToolLookup(Protocol):
     def get(self, name: str) -> ToolSpec: ...
+
+    def names(self) -> list[str]:
+        """Every registered tool's name."""
+        ...
 
 
 # Who a downstream call acts for. Set by the executor and the reconciler around the

@@ -1,14 +1,18 @@
 """The small storage interface the protocol runs on.
 
-Every state change is one guarded write: methods named `transition_*`, `consume_*`
-and `insert_*` return False / None when the guard did not match, meaning someone else
-won; the service turns that into a typed error. `checkpoints/` implements this on
-PostgreSQL; an in-memory version serves the fast unit tests.
+Every state change is one statement, guarded by the state it expects: methods named
+`transition_*`, `replace_*`, `approve_*` and `revoke_*` return False / None when their
+guard did not hold, meaning someone else won, and the caller turns that into a typed
+error; `insert_proposal` returns False when the call has a proposal already; `claim`,
+the one move from a confirm to an execution, is made under the proposal's lock and
+raises `InvalidTransition` naming the guard if one failed anyway. Nothing is held back
+to be sent later: an error surfaces from the call that caused it. `checkpoints/`
+implements this on PostgreSQL; an in-memory version serves the fast unit tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +26,38 @@ from writegate.approval.models import (
     ProposalStatus,
     Token,
 )
+from writegate.approval.retention import Tombstone
+
+
+@dataclass(frozen=True)
+class Locked:
+    """A proposal locked for a decision or an execution (None: no such proposal), and,
+    read once that lock was held, its token, the execution of its request key, and
+    whether that key was purged (a tombstone)."""
+
+    proposal: Proposal | None
+    token: Token | None = None
+    execution: Execution | None = None
+    purged: bool = False
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The one move from a person's confirm to an execution (`LedgerTx.claim`).
+
+    The proposal, seen in `from_status` under its lock, becomes executed (decided by
+    `decided_by`, if this very call is the confirm); `token`, issued now (`issue`) or
+    earlier, is consumed by `execution` (running, or already succeeded for a write
+    that commits with the ledger); `audit` rows are written with them.
+    """
+
+    proposal_id: str
+    from_status: ProposalStatus
+    decided_by: str | None
+    token: Token
+    issue: bool
+    execution: Execution
+    audit: tuple[AuditRecord, ...]
 
 
 class LedgerReads(Protocol):
@@ -30,7 +66,7 @@ class LedgerReads(Protocol):
 
     @property
     def conn(self) -> Any:
-        """The connection, with every earlier ledger write sent."""
+        """The connection: a tool's code runs its SQL on it, inside the transaction."""
         ...
 
     def now(self) -> datetime:
@@ -43,12 +79,20 @@ class LedgerReads(Protocol):
         ...
 
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None: ...
+
+    def get_call_proposal(
+        self, thread_id: str, message_id: str, tool_call_id: str
+    ) -> Proposal | None:
+        """The proposal made for one tool call of one model message, if any."""
+        ...
+
     def get_proposal_and_execution(
         self, proposal_id: str
     ) -> tuple[Proposal | None, Execution | None]:
-        """The proposal and the execution it made, if any, read in one round trip."""
+        """The proposal and the execution it made, if any, read together."""
         ...
 
+    def get_token(self, token_hash: str, *, for_update: bool = False) -> Token | None: ...
     def get_token_for_proposal(self, proposal_id: str) -> Token | None: ...
     def get_execution(
         self,
@@ -59,20 +103,24 @@ class LedgerReads(Protocol):
         for_update: bool = False,
     ) -> Execution | None: ...
 
-
-class LedgerTx(LedgerReads, Protocol):
-    """One transaction. `conn` is handed to domain code so it commits with the ledger."""
-
-    # proposals
-    def expect_insert_proposal(self, proposal: Proposal) -> None:
-        """`insert_proposal` for a caller that looked the call up and found no proposal
-        (see `expect_transition_proposal`): should a twin have inserted one since, the
-        transaction fails with `InvalidTransition` and nothing commits."""
+    def find_tombstone(
+        self, *, token_hash: str | None = None, request_key: str | None = None
+    ) -> Tombstone | None:
+        """What is left of a purged operation, by its token or its request key."""
         ...
 
-    def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
-        """The proposal, locked as `get_proposal(for_update=True)` locks it, and the
-        execution of its request key, read once that lock is held; one round trip."""
+
+class LedgerTx(LedgerReads, Protocol):
+    """One transaction. `conn` is handed to a tool's code so it commits with the ledger."""
+
+    # proposals
+    def insert_proposal(self, proposal: Proposal, audit: AuditRecord) -> bool:
+        """The proposal and its audit row; False, writing nothing, if its call (thread,
+        model message, tool-call id) has a proposal already: a twin's."""
+        ...
+
+    def lock_proposal(self, proposal_id: str) -> Locked:
+        """The proposal, locked (`FOR UPDATE`), then what `Locked` says, read under it."""
         ...
 
     def transition_proposal(
@@ -83,20 +131,8 @@ class LedgerTx(LedgerReads, Protocol):
         *,
         decided_by: str | None = None,
         superseded_by: str | None = None,
+        reason: str | None = None,
     ) -> bool: ...
-
-    def expect_transition_proposal(
-        self,
-        proposal_id: str,
-        expected: ProposalStatus,
-        new: ProposalStatus,
-        *,
-        decided_by: str | None = None,
-    ) -> None:
-        """`transition_proposal` for a caller that knows its guard holds: it may be sent
-        with a later statement or the commit. Should the guard fail after all, the
-        transaction fails with `InvalidTransition` and nothing commits."""
-        ...
 
     # second approval and revocation: guarded like every transition
     def approve_second(self, proposal_id: str, approver: str) -> bool:
@@ -108,23 +144,13 @@ class LedgerTx(LedgerReads, Protocol):
 
     # tokens
     def insert_token(self, token: Token) -> None: ...
-    def get_token(self, token_hash: str, *, for_update: bool = False) -> Token | None: ...
     def replace_token_hash(self, proposal_id: str, new_hash: str, expires_at: datetime) -> bool: ...
-    def expect_replace_token_hash(
-        self, proposal_id: str, new_hash: str, expires_at: datetime
-    ) -> None:
-        """`replace_token_hash` for a caller holding the proposal's lock that saw it
-        confirmed, so its token issued (see `expect_transition_proposal`)."""
-        ...
-
-    def consume_token(self, token_hash: str, execution_id: str) -> bool: ...
     def revoke_token(self, proposal_id: str) -> bool: ...
 
     # executions
-    def insert_execution(self, execution: Execution) -> bool: ...
-    def expect_insert_execution(self, execution: Execution) -> None:
-        """`insert_execution` for a caller that knows nothing claims its key (see
-        `expect_transition_proposal`)."""
+    def claim(self, claim: Claim) -> None:
+        """The confirm's move to an execution, in one statement (see `Claim`); raises
+        `InvalidTransition` naming the guard that no longer held."""
         ...
 
     def transition_execution(
@@ -140,9 +166,21 @@ class LedgerTx(LedgerReads, Protocol):
         result: dict[str, Any] | None = None,
         error_code: str | None = None,
         count_attempt: bool = False,
-    ) -> Execution | None: ...
+        escalation: dict[str, Any] | None = None,
+    ) -> Execution | None:
+        """One guarded change of an execution: None unless it is in `expected` (and,
+        with `require_owner`, under that lease). `lease_seconds` sets the lease to end
+        that long from now (0 releases it); `escalation` says why a person must decide."""
+        ...
+
     def look_up_call(
-        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tool_call_id: str,
+        fingerprint: str,
+        *,
+        message_id: str = "",
     ) -> CallLookup:
         """`LedgerStore.look_up_call` inside this transaction (an edit's new proposal)."""
         ...
@@ -178,9 +216,16 @@ class LedgerStore(Protocol):
         ...
 
     def look_up_call(
-        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tool_call_id: str,
+        fingerprint: str,
+        *,
+        message_id: str = "",
     ) -> CallLookup:
-        """The call's proposal, or what a new proposal for it must check first; read on
+        """The call's proposal (the call `tool_call_id` of the model message `message_id`
+        in the thread), or what a new proposal for it must check first; read on
         its own (one statement, no transaction: none of it is locked, so a transaction
         at read committed would see no more)."""
         ...
@@ -222,11 +267,17 @@ class BacklogStore(Protocol):
         self,
         owner: str,
         *,
+        operations: Sequence[str],
         lease_seconds: float,
         limit: int,
         audit: Callable[[BacklogItem], AuditRecord],
     ) -> list[BacklogItem]:
-        """Claim up to `limit` due candidates no other worker holds, auditing each claim."""
+        """Claim up to `limit` due candidates of `operations` (tool names) that no one
+        holds, auditing each claim."""
+        ...
+
+    def due_elsewhere(self, operations: Sequence[str]) -> dict[str, int]:
+        """How many due candidates of tools not in `operations` there are, by tool."""
         ...
 
     def settle(
@@ -252,7 +303,11 @@ class BacklogStore(Protocol):
         *,
         delay_seconds: float,
         error_code: str | None,
-    ) -> Execution | None: ...
+        hold_seconds: float = 0.0,
+    ) -> Execution | None:
+        """Check again after `delay_seconds`; our lease ends now, or `hold_seconds` from
+        now while a call of ours is still running."""
+        ...
 
     def escalate(
         self, tx: LedgerTx, execution_id: str, owner: str, reason: dict[str, Any]

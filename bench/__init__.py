@@ -6,3 +6,6 @@ counted by the driver and the server (`counts`), the confirm storm (`storm`), st
 (`storage`) and table-size independence (`scale`). `run.run_bench` runs them all and
 `report` prints the tables and writes the JSON file and the chart.
 """
+
+if __name__ != "writegate.bench":  # the repository root is the package `writegate`
+    raise ImportError(f"import writegate.bench, not {__name__} (see CONTRIBUTING.md)")

@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres import PostgresSaver
 
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import DemoRuntime
 
 
 class Recorder:
@@ -88,13 +88,13 @@ class TimedSaver(PostgresSaver):
         timed(super().put_writes, self.recorder, "ckpt_writes")(config, writes, task_id, task_path)
 
 
-def timed_saver(runtime: Runtime, recorder: Recorder) -> TimedSaver:
+def timed_saver(runtime: DemoRuntime, recorder: Recorder) -> TimedSaver:
     saver = TimedSaver(runtime.pool)
     saver.recorder = recorder
     return saver
 
 
-def instrument_runtime(runtime: Runtime, recorder: Recorder) -> None:
+def instrument_runtime(runtime: DemoRuntime, recorder: Recorder) -> None:
     """Time the ledger calls the graph makes, and the provider call inside execute.
 
     Every path a write may take: the graph's one-transaction confirm and execute, the
@@ -103,7 +103,7 @@ def instrument_runtime(runtime: Runtime, recorder: Recorder) -> None:
     service, executor = runtime.service, runtime.executor
     for name in ("propose", "get_proposal", "decide"):
         setattr(service, name, timed(getattr(service, name), recorder, "ledger"))
-    for name in ("confirm_and_execute", "execute", "execute_confirmed"):
+    for name in ("confirm", "execute"):
         setattr(executor, name, timed(getattr(executor, name), recorder, "ledger"))
     presented = runtime.presented
     setattr(presented, "record", timed(presented.record, recorder, "ledger"))  # noqa: B010

@@ -24,14 +24,14 @@ import psycopg
 from psycopg import sql
 
 from writegate.approval.canonical import digest, request_fingerprint
-from writegate.tools.provider import request_digest
-from writegate.tools.refunds import refund_id_for
+from writegate.tools.demo.provider import request_digest
+from writegate.tools.demo.refunds import refund_id_for
 
 TEMPLATE_SQL = """
 SELECT e.execution_id, e.proposal_id, e.token_hash, e.request_key, e.resource, e.args,
        e.tenant_id, e.operation, p.thread_id, p.preview::text AS preview, r.refund_id
-FROM wg_executions e
-JOIN wg_proposals p ON p.proposal_id = e.proposal_id
+FROM writegate.executions e
+JOIN writegate.proposals p ON p.proposal_id = e.proposal_id
 JOIN refunds r ON r.request_key = e.request_key
 JOIN provider.refunds pr ON pr.idempotency_key = e.request_key
 WHERE e.operation = 'refund_order' AND e.status = 'succeeded'
@@ -46,7 +46,7 @@ SELECT count(*) AS total,
                           AND e.reconciled_at IS NOT NULL) AS settled_ok,
        count(*) FILTER (WHERE pr.idempotency_key IS NULL) AS missing_at_provider,
        count(*) FILTER (WHERE e.status <> 'succeeded') AS not_succeeded
-FROM wg_executions e
+FROM writegate.executions e
 JOIN refunds r ON r.request_key = e.request_key
 LEFT JOIN provider.refunds pr ON pr.idempotency_key = e.request_key
 WHERE e.execution_id = ANY(%(ids)s)"""
@@ -55,8 +55,8 @@ SELECT count(*) AS effects, count(DISTINCT order_id) AS orders
 FROM provider.refunds WHERE order_id = ANY(%(orders)s)"""
 ACTIONS_SQL = """
 SELECT a.result->>'action' AS action, (pr.created_at < e.created_at) AS seen, count(*) AS n
-FROM wg_audit a
-JOIN wg_executions e ON e.request_key = a.request_key
+FROM writegate.audit a
+JOIN writegate.executions e ON e.request_key = a.request_key
 JOIN provider.refunds pr ON pr.idempotency_key = e.request_key
 WHERE a.event = 'reconcile' AND a.status = 'succeeded' AND e.execution_id = ANY(%(ids)s)
 GROUP BY 1, 2"""
@@ -159,18 +159,18 @@ def make_backlog(url: str, n: int, seen_fraction: float = 0.5) -> Backlog:
         with conn.transaction():
             _clone(conn, "orders", "order_id", old_order, pick("order_id"))
             _clone(
-                conn, "wg_proposals", "proposal_id", t["proposal_id"],
+                conn, "writegate.proposals", "proposal_id", t["proposal_id"],
                 pick("proposal_id", "thread_id", "tool_call_id", "resource", "args",
                      "args_digest", "fingerprint", "request_key", "preview"),
                 {"traceparent": "NULL"},
             )  # fmt: skip
             _clone(
-                conn, "wg_tokens", "token_hash", t["token_hash"],
+                conn, "writegate.tokens", "token_hash", t["token_hash"],
                 pick("token_hash", "proposal_id", "resource", "args_digest", "request_key",
                      "execution_id"),
             )  # fmt: skip
             _clone(
-                conn, "wg_executions", "execution_id", t["execution_id"],
+                conn, "writegate.executions", "execution_id", t["execution_id"],
                 pick("execution_id", "request_key", "token_hash", "proposal_id", "resource",
                      "args", "args_digest", "fingerprint"),
                 {"status": "'unknown'", "lease_owner": "NULL", "lease_expires_at": "NULL",

@@ -18,7 +18,7 @@ from writegate.bench.attribution import Recorder, breakdown, instrument_runtime,
 from writegate.bench.db import Orders
 from writegate.bench.stats import ratio_spread, summary_ms
 from writegate.bench.workload import Durability, GraphRunner, Kind
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 
 WARMUP = 5
 TARGET_RATIO = 1.20
@@ -36,7 +36,7 @@ def run_interleaved(
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """`ops` writes through each graph, interleaved on one runtime, after a warm-up:
     wall seconds and process CPU seconds per write, per graph, paired by index."""
-    with Runtime.open(url, setup=False) as runtime:
+    with open_demo(url, setup=False) as runtime:
         orders = Orders(runtime.pool, prefix)
         orders.reserve(len(kinds) * (ops + WARMUP))
         runners = {k: GraphRunner(k, runtime, orders) for k in kinds}
@@ -129,7 +129,7 @@ def run_attribution(url: str, ops: int, advance: Callable[[], None]) -> dict[str
     """Per durability mode: mean per-operation components for both graphs, interleaved."""
     modes: dict[str, Any] = {}
     recorder = Recorder()
-    with Runtime.open(url, setup=False) as runtime:
+    with open_demo(url, setup=False) as runtime:
         instrument_runtime(runtime, recorder)
         saver = timed_saver(runtime, recorder)
         orders = Orders(runtime.pool, "attr")

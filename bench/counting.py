@@ -28,18 +28,20 @@ from psycopg import Connection, Cursor, Pipeline, Transaction
 from psycopg.rows import DictRow
 
 # First match wins; the group is the table family a statement touches (a ledger table
-# may name a checkpoint: wg_presented's checkpoint_ns).
+# may name a checkpoint: writegate.presented's checkpoint_ns).
 _GROUPS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("ledger", re.compile(r"\bwg_|^\s*select now\(\) as now\s*$", re.I)),
+    ("ledger", re.compile(r"\bwritegate\.|^\s*select now\(\) as now\s*$", re.I)),
     ("checkpointer", re.compile(r"\bcheckpoint", re.I)),
     ("provider", re.compile(r"\bprovider\.", re.I)),
     ("domain", re.compile(r"\b(orders|refunds|tickets)\b", re.I)),
 )
 # A write anywhere in the statement: data-modifying CTEs (`WITH written AS (INSERT ...)`)
 # write as a plain INSERT does.
+# So does a call of one of the ledger's write functions (checkpoints/schema.py).
 _WRITES = re.compile(
     r"^\s*(insert|update|delete|merge)\b|\b(insert\s+into|delete\s+from|merge\s+into)\b"
-    r"|\bupdate\s+[\w.]+\s+set\b|\bfor (no key )?update\b",
+    r"|\bupdate\s+[\w.]+\s+set\b|\bfor (no key )?update\b"
+    r"|\bwritegate\.(propose|claim|write_audit)\(",
     re.I,
 )
 # A transaction that relaxes its own commit (`SET LOCAL synchronous_commit TO off`, or

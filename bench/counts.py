@@ -16,18 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from writegate.approval.execution import Executor
-from writegate.approval.service import ApprovalService
 from writegate.bench.counting import Tally, counting_connection_class
 from writegate.bench.db import BenchServer, Orders, disable_autovacuum, open_bench_pool
 from writegate.bench.workload import GraphRunner, ledger_op, token_ledger_op
-from writegate.checkpoints.ledger import PgLedgerStore
-from writegate.checkpoints.ops import PgTombstones
 from writegate.checkpoints.pool import Pool
-from writegate.checkpoints.presented import PgPresentedQuestions
-from writegate.graph.runtime import Runtime
-from writegate.tools.domain import default_registry
-from writegate.tools.provider import SimulatedProvider
+from writegate.graph.demo import DemoRuntime, open_demo
+from writegate.tools.demo.provider import SimulatedProvider
 
 TARGET_LEDGER_COMMITS = 3  # propose; decide + consume + claim; record
 # `ledger`: the confirm taken server-side (the graph's path); `ledger_token`: the
@@ -36,17 +30,11 @@ LEDGER_OPS = {"ledger": ledger_op, "ledger_token": token_ledger_op}
 PATHS = ("ledger", "ledger_token", "writegate", "baseline")
 
 
-def runtime_on(url: str, pool: Pool) -> Runtime:
-    """Runtime.open's wiring on a pool the bench made (here: a counting one), tombstone
+def runtime_on(url: str, pool: Pool) -> DemoRuntime:
+    """The demo's wiring on a pool the bench made (here: a counting one), tombstone
     checks included."""
-    store = PgLedgerStore(pool)
     provider = SimulatedProvider(pool=pool)
-    registry = default_registry(provider)
-    service = ApprovalService(store, registry)
-    executor = Executor(service, tombstones=PgTombstones())
-    return Runtime(
-        url, pool, store, registry, provider, service, executor, PgPresentedQuestions(pool)
-    )
+    return open_demo(url, setup=False, provider=provider, pool=pool)
 
 
 def _count_path(server: BenchServer, url: str, path: str, orders: Orders, n: int) -> dict[str, Any]:
@@ -98,7 +86,7 @@ def _count_path(server: BenchServer, url: str, path: str, orders: Orders, n: int
 def run_counts(server: BenchServer, n: int, advance: Callable[[], None]) -> dict[str, Any]:
     url = server.create("count")
     try:
-        with Runtime.open(url, setup=False, max_connections=2) as seeding:
+        with open_demo(url, setup=False, max_connections=2) as seeding:
             orders = Orders(seeding.pool, "cnt", chunk=n * len(PATHS) + 10)
             orders.reserve(n * len(PATHS) + 10)
         disable_autovacuum(url)

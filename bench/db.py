@@ -19,8 +19,9 @@ from psycopg import Connection, sql
 from psycopg.rows import DictRow, dict_row
 
 from writegate.checkpoints.database import with_database
-from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.pool import Pool, open_pool
+from writegate.graph.demo import setup_demo
+from writegate.surfaces.store import setup_service
 
 TENANT = "tenant_bench"
 USER = "user_bench"
@@ -45,8 +46,14 @@ SELECT %s || g, %s, %s, 'CNY', %s, '' FROM generate_series(1, %s) AS g"""
 
 # Which tables make up which part of the footprint.
 TABLE_GROUPS = {
-    "ledger": ("wg_proposals", "wg_presented", "wg_tokens", "wg_executions", "wg_tombstones"),
-    "audit": ("wg_audit",),
+    "ledger": (
+        "writegate.proposals",
+        "writegate.presented",
+        "writegate.tokens",
+        "writegate.executions",
+        "writegate.tombstones",
+    ),
+    "audit": ("writegate.audit",),
     "checkpoints": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
     "domain": ("orders", "refunds", "tickets"),
     "provider": ("refunds@provider",),
@@ -72,7 +79,8 @@ class BenchServer:
         self.created.append(name)
         url = with_database(self.server_url, name)
         if schema:
-            setup_database(url)
+            setup_demo(url)
+            setup_service(url)
         return url
 
     def drop_all(self) -> list[str]:

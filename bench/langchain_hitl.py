@@ -27,9 +27,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from writegate.bench.baseline import refund_tool
 from writegate.checkpoints.pool import Pool
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import DemoRuntime
 from writegate.graph.writegate import Writegate
-from writegate.tools.provider import ProviderClient
+from writegate.tools.demo.provider import ProviderClient
 
 APPROVE = {"decisions": [{"type": "approve"}]}
 
@@ -64,7 +64,7 @@ def build_langchain_hitl(
 
 
 def build_writegate_middleware(
-    runtime: Runtime, model: Runnable[Any, Any], checkpointer: BaseCheckpointSaver[Any]
+    runtime: DemoRuntime, model: Runnable[Any, Any], checkpointer: BaseCheckpointSaver[Any]
 ) -> Any:
     from langchain.agents import create_agent
 

@@ -19,7 +19,7 @@ import psycopg
 from writegate.bench.db import Orders, open_bench_pool
 from writegate.bench.stats import summary_ms
 from writegate.bench.workload import ledger_op
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 
 CONCURRENCY = (1, 4, 16)
 CREATE_PROBE_SQL = "CREATE TABLE IF NOT EXISTS bench_commit_probe (id bigserial PRIMARY KEY)"
@@ -53,7 +53,7 @@ def _timed_threads(n: int, seconds: float, work: Callable[[int, int], float]) ->
 
 
 def _run_level(url: str, n: int, seconds: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    with Runtime.open(url, setup=False, max_connections=n + 2) as runtime:
+    with open_demo(url, setup=False, max_connections=n + 2) as runtime:
         orders = Orders(runtime.pool, f"led{n}_", chunk=2000)
         orders.reserve(2000)
         ledger_op(runtime, orders, f"ledger-warm-{n}")

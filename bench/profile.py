@@ -20,7 +20,7 @@ from typing import Any
 from writegate.bench import langchain_hitl
 from writegate.bench.db import Orders
 from writegate.bench.workload import GraphRunner, Kind
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 
 WRITEGATE_ROOT = str(Path(__file__).resolve().parent.parent)
 # Checked in order: psycopg_pool before psycopg, langchain_core before langchain.
@@ -91,7 +91,7 @@ def run_profile(url: str, ops: int, advance: Callable[[], None]) -> dict[str, An
     if langchain_hitl.available():
         kinds = (*kinds, "langchain_hitl", "writegate_middleware")
     out: dict[str, Any] = {"method": __doc__.split("\n\n")[1].replace("\n", " ") if __doc__ else ""}
-    with Runtime.open(url, setup=False) as runtime:
+    with open_demo(url, setup=False) as runtime:
         orders = Orders(runtime.pool, "prof")
         orders.reserve(len(kinds) * (ops + 3))
         for kind in kinds:

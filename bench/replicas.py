@@ -36,16 +36,17 @@ import httpx
 import psycopg
 
 from writegate.bench.backlog import check, make_backlog
-from writegate.checkpoints.keys import create_key
-from writegate.checkpoints.migrate import setup_database
+from writegate.graph.demo import setup_demo
+from writegate.surfaces.store import setup_service
+from writegate.surfaces.store.keys import create_key
 from writegate.testing import database as throwaway
-from writegate.tools.seed import seed_demo
+from writegate.tools.demo.seed import seed_demo
 
 TENANT, USER = "tenant_hz", "user_42"
 ORDER_SQL = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor)
 VALUES (%s, %s, %s, 'CNY', 50000)"""
-OPEN_SQL = "SELECT count(*) FROM wg_executions WHERE status IN ('unknown', 'running')"
+OPEN_SQL = "SELECT count(*) FROM writegate.executions WHERE status IN ('unknown', 'running')"
 LOCK_WAITS_SQL = """
 SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'),
        count(*) FILTER (WHERE state = 'active')
@@ -356,7 +357,8 @@ def run(
     server = throwaway.server_url()
     url = throwaway.create_database(server, "writegate_bench_replicas")
     try:
-        setup_database(url)
+        setup_demo(url)
+        setup_service(url)
         with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
             seed_demo(conn)
             key = create_key(conn, USER, TENANT).secret

@@ -21,7 +21,8 @@ from psycopg.rows import DictRow
 
 from writegate.bench import scale_sql as q
 from writegate.bench.db import BenchServer, connect
-from writegate.graph.runtime import Runtime
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA
+from writegate.graph.demo import open_demo
 
 SWEEP_BATCH = 1000
 PROBE_REPEAT = 30
@@ -115,7 +116,7 @@ def _drain(url: str, conn: Connection[DictRow]) -> dict[str, Any]:
             "picked": n,
             "seconds": round(time.perf_counter() - started, 3),
         }
-    with Runtime.open(url, setup=False, max_connections=4) as runtime:
+    with open_demo(url, setup=False, max_connections=4) as runtime:
         reconciler = Reconciler(runtime.service, PgBacklog(runtime.pool))
         started = time.perf_counter()
         settled = reconciler.drain(limit=100)
@@ -138,7 +139,7 @@ def _without_index(
     """Drop the index in a transaction, time the probe and read the plan, roll back."""
     index = q.INDEX_FOR[name]
     with conn.transaction(force_rollback=True):
-        conn.execute(sql.SQL(q.DROP_INDEX_SQL).format(sql.Identifier(index)))
+        conn.execute(sql.SQL(q.DROP_INDEX_SQL).format(sql.Identifier(DEFAULT_SCHEMA, index)))
         plan = _plan(conn, query, params)
         return {"dropped": index, "probe_ms": _ms(probe, 10), "plan": plan}
 

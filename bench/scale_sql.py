@@ -12,7 +12,7 @@ from __future__ import annotations
 TENANT = "tenant_scale"
 
 INSERT_PROPOSALS_SQL = """
-INSERT INTO wg_proposals (proposal_id, thread_id, tool_call_id, subject, tenant_id,
+INSERT INTO writegate.proposals (proposal_id, thread_id, tool_call_id, subject, tenant_id,
     operation, resource, args, args_digest, fingerprint, state_version, preview,
     policy_version, request_key, status, decided_by, decided_at, created_at, expires_at)
 SELECT 'p' || g, 't' || g, 'call_1', 'user_' || ((g / 10) %% %(users)s), %(tenant)s,
@@ -31,7 +31,7 @@ SELECT 'p' || g, 't' || g, 'call_1', 'user_' || ((g / 10) %% %(users)s), %(tenan
 FROM generate_series(1, %(n)s) AS g"""
 
 INSERT_TOKENS_SQL = """
-INSERT INTO wg_tokens (token_hash, proposal_id, subject, tenant_id, audience, operation,
+INSERT INTO writegate.tokens (token_hash, proposal_id, subject, tenant_id, audience, operation,
     resource, args_digest, policy_version, request_key, issued_at, expires_at, status,
     consumed_at, execution_id)
 SELECT md5('h' || g), 'p' || g, 'user_' || ((g / 10) %% %(users)s), %(tenant)s,
@@ -41,7 +41,7 @@ SELECT md5('h' || g), 'p' || g, 'user_' || ((g / 10) %% %(users)s), %(tenant)s,
 FROM generate_series(1, %(n)s) AS g WHERE g %% 10 >= 2"""
 
 INSERT_EXECUTIONS_SQL = """
-INSERT INTO wg_executions (execution_id, request_key, token_hash, proposal_id, tenant_id,
+INSERT INTO writegate.executions (execution_id, request_key, token_hash, proposal_id, tenant_id,
     subject, operation, resource, args, args_digest, fingerprint, status, attempts,
     lease_owner, lease_expires_at, provider_ref, result, created_at, updated_at,
     completed_at)
@@ -68,13 +68,14 @@ SELECT 'refund_order:' || %(tenant)s || ':order:o' || g || ':p' || g, 're_' || g
 FROM generate_series(1, %(n)s) AS g WHERE g %% 200 = 2"""
 
 TRUNCATE_SQL = """
-TRUNCATE wg_executions, wg_tokens, wg_presented, wg_proposals, wg_audit, provider.refunds"""
+TRUNCATE writegate.executions, writegate.tokens, writegate.presented, writegate.proposals,
+    writegate.audit, provider.refunds"""
 ANALYZE_SQL = "ANALYZE"
 
 # A user's pending approvals: awaiting and not past expiry on the database clock.
 LIST_PENDING_SQL = """
 SELECT proposal_id, thread_id, operation, preview, created_at, expires_at
-FROM wg_proposals
+FROM writegate.proposals
 WHERE tenant_id = %s AND subject = %s AND status = 'awaiting_confirmation'
   AND expires_at > now()
 ORDER BY created_at, proposal_id
@@ -83,19 +84,19 @@ LIMIT 50"""
 # The expiry sweep: one batch, one transaction; each expired proposal leaves an audit row.
 SWEEP_SQL = """
 WITH stale AS (
-    SELECT proposal_id FROM wg_proposals
+    SELECT proposal_id FROM writegate.proposals
     WHERE status = 'awaiting_confirmation' AND expires_at <= now()
     ORDER BY expires_at
     LIMIT %s
     FOR UPDATE SKIP LOCKED
 ), expired AS (
-    UPDATE wg_proposals AS p SET status = 'expired'
+    UPDATE writegate.proposals AS p SET status = 'expired'
     FROM stale
     WHERE p.proposal_id = stale.proposal_id AND p.status = 'awaiting_confirmation'
     RETURNING p.tenant_id, p.subject, p.thread_id, p.operation, p.args_digest,
               p.request_key, p.proposal_id
 )
-INSERT INTO wg_audit (tenant_id, user_id, thread_id, tool_name, event, arguments_hash,
+INSERT INTO writegate.audit (tenant_id, user_id, thread_id, tool_name, event, arguments_hash,
     status, duration_ms, request_key, proposal_id)
 SELECT tenant_id, 'system:expiry', thread_id, operation, 'expire', args_digest,
     'expired', 0, request_key, proposal_id
@@ -103,20 +104,20 @@ FROM expired"""
 
 # What the sweep and the reconciler look for, as read-only probes for plans and timing.
 STALE_PROBE_SQL = """
-SELECT proposal_id FROM wg_proposals
+SELECT proposal_id FROM writegate.proposals
 WHERE status = 'awaiting_confirmation' AND expires_at <= now()
 ORDER BY expires_at LIMIT 1000"""
 
 BACKLOG_PROBE_SQL = """
-SELECT execution_id FROM wg_executions
+SELECT execution_id FROM writegate.executions
 WHERE status IN ('running', 'unknown', 'failed_retryable')
   AND (status <> 'running' OR lease_expires_at <= now())
 ORDER BY updated_at LIMIT 100
 FOR UPDATE SKIP LOCKED"""
 
 INDEX_FOR = {
-    "list_pending": "wg_proposals_pending_idx",
-    "expire_stale": "wg_proposals_expiry_idx",
-    "reconcile_backlog": "wg_executions_backlog_idx",
+    "list_pending": "proposals_pending_idx",
+    "expire_stale": "proposals_expiry_idx",
+    "reconcile_backlog": "executions_backlog_idx",
 }
 DROP_INDEX_SQL = "DROP INDEX {}"

@@ -26,7 +26,7 @@ from typing import Any
 from writegate.bench.db import BenchServer, Orders, connect, disable_autovacuum, table_sizes
 from writegate.bench.stats import summary_ms
 from writegate.bench.workload import GraphRunner, Kind
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 
 THREAD_BYTES_SQL = """
 SELECT (SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM checkpoints c
@@ -47,7 +47,7 @@ def _delta(before: dict[str, int], after: dict[str, int], n: int) -> dict[str, f
 
 def per_operation(url: str, n: int, advance: Callable[[], None]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with Runtime.open(url, setup=False) as runtime, connect(url) as conn:
+    with open_demo(url, setup=False) as runtime, connect(url) as conn:
         orders = Orders(runtime.pool, "sto")
         orders.reserve(2 * n + 10)
         for kind in ("baseline", "writegate"):
@@ -67,7 +67,7 @@ def one_thread(url: str, n: int, prune: bool, advance: Callable[[], None]) -> di
     thread = f"one-thread-{'pruned' if prune else 'kept'}"
     every = max(n // SAMPLES, 1)
     curve, prune_s = [], []
-    with Runtime.open(url, setup=False) as runtime, connect(url) as conn:
+    with open_demo(url, setup=False) as runtime, connect(url) as conn:
         orders = Orders(runtime.pool, f"one{int(prune)}_")
         orders.reserve(n + 1)
         runner = GraphRunner(kind, runtime, orders)

@@ -29,12 +29,14 @@ from writegate.bench.db import REFUND_AMOUNT, Orders
 from writegate.bench.stats import summary_ms
 from writegate.bench.workload import IDENTITY, refund_args
 from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.pool import Pool
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
-from writegate.tools.domain import default_registry
-from writegate.tools.provider import SimulatedProvider
+from writegate.tools.demo.domain import default_registry
+from writegate.tools.demo.provider import SimulatedProvider
 
-EXECUTIONS_SQL = "SELECT count(*) AS n FROM wg_executions WHERE proposal_id = %s"
+EXECUTIONS_SQL = "SELECT count(*) AS n FROM writegate.executions WHERE proposal_id = %s"
 PROVIDER_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"
 REFUNDED_SQL = "SELECT refunded_minor FROM orders WHERE order_id = %s"
 
@@ -47,6 +49,7 @@ class OneConnection:
             url, autocommit=True, prepare_threshold=0, row_factory=dict_row
         )
         self.lock = threading.Lock()
+        self.schema = DEFAULT_SCHEMA
 
     @contextmanager
     def connection(self) -> Iterator[Connection[DictRow]]:
@@ -80,7 +83,7 @@ def run_storm(url: str, n: int, rounds: int, advance: Callable[[], None]) -> dic
     workers = [_worker(url) for _ in range(n)]
     results = []
     try:
-        with Runtime.open(url, setup=False, max_connections=2) as runtime:
+        with open_demo(url, setup=False, max_connections=2) as runtime:
             orders = Orders(runtime.pool, "storm", chunk=rounds)
             for r in range(rounds):
                 order = orders.take()

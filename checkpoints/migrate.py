@@ -1,8 +1,10 @@
-"""Apply writegate's SQL migrations, once each, safely from many processes.
+"""Apply migration lists, once each, safely from many processes.
 
-A migration list is append-only: the position in the list (from 1) is the
-version, and a version table records what was applied, with a checksum so an
-edited old migration is caught instead of silently skipped.
+A migration list is append-only: the position in the list (from 1) is the version, and
+a version table records what was applied, with a checksum so an edited old migration
+is caught instead of silently skipped. writegate's core, the HTTP service and the demo
+domain each own a list (`MigrationList`); `checkpoints/schema.py`'s `setup_database`
+applies only the core's, and LangGraph's checkpoint tables.
 """
 
 from __future__ import annotations
@@ -10,13 +12,15 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from langgraph.checkpoint.postgres import PostgresSaver
-from psycopg import Connection, sql
+from psycopg import Connection
 from psycopg.pq import TransactionStatus
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import tuple_row
+
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA, for_schema, schema_name
 
 # Every writegate migrator serializes on this one key ("writegat" in ASCII).
 MIGRATION_LOCK_KEY = 0x7772697465676174
@@ -24,7 +28,8 @@ LOCK_WAIT_S = 300.0
 
 _READ_COMMITTED = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
 _TRY_XACT_LOCK = "SELECT pg_try_advisory_xact_lock(%s)"
-_TRY_SESSION_LOCK = "SELECT pg_try_advisory_lock(%s)"
+TRY_SESSION_LOCK = "SELECT pg_try_advisory_lock(%s)"
+_CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"  # a checked name (namespace.py)
 _CREATE_VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS {table} (
     version    integer PRIMARY KEY,
@@ -33,41 +38,45 @@ CREATE TABLE IF NOT EXISTS {table} (
 )"""
 _APPLIED_VERSIONS = "SELECT version, checksum FROM {table} ORDER BY version"
 _RECORD_VERSION = "INSERT INTO {table} (version, checksum) VALUES (%s, %s)"
+_EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
 
 
 class MigrationError(Exception):
     """A migration failed, or the recorded history disagrees with the list."""
 
 
+@dataclass(frozen=True)
+class MigrationList:
+    """One owner's migrations and the table that records them.
+
+    `table` and the migrations name writegate's schema as `writegate.`; they are
+    applied to the schema given (`checkpoints/namespace.py`). `legacy`, if set, is a
+    relation that only a database set up before that schema has, and the SQL that
+    adopts its tables as this list's version 1 instead of creating them.
+    """
+
+    name: str
+    table: str
+    migrations: Sequence[str]
+    legacy: tuple[str, str] | None = None
+
+
 def apply_migrations(
     conn_or_url: Connection[Any] | str,
-    migrations: Sequence[str],
+    migrations: MigrationList,
     *,
-    table: str = "writegate_migrations",
+    schema: str = DEFAULT_SCHEMA,
 ) -> int:
-    """Apply the migrations not yet recorded in ``table``; return how many.
+    """Apply the migrations not yet recorded; return how many.
 
     All pending migrations run in one transaction: either all apply or none.
     A connection passed in must have no transaction open.
     """
+    schema = schema_name(schema)
     if isinstance(conn_or_url, str):
         with psycopg.connect(conn_or_url, autocommit=True) as conn:
-            return _apply(conn, migrations, table)
-    return _apply(conn_or_url, migrations, table)
-
-
-def setup_database(url: str) -> None:
-    """Bring ``url`` up to date: writegate's schema and LangGraph's checkpointer."""
-    from writegate.checkpoints.schema import MIGRATIONS
-
-    # PostgresSaver needs autocommit (its indexes are built CONCURRENTLY) and dict rows.
-    with psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
-        # The checkpointer's setup races with itself, so hold the same key for
-        # the whole setup; closing the connection releases it, even on error.
-        with conn.cursor(row_factory=tuple_row) as cur:
-            _wait_for_lock(cur, _TRY_SESSION_LOCK)
-        apply_migrations(conn, MIGRATIONS)  # the xact lock re-enters our session lock
-        PostgresSaver(conn).setup()
+            return _apply(conn, migrations, schema)
+    return _apply(conn_or_url, migrations, schema)
 
 
 def migration_checksum(migration: str) -> str:
@@ -75,32 +84,53 @@ def migration_checksum(migration: str) -> str:
     return hashlib.sha256(" ".join(migration.split()).encode()).hexdigest()
 
 
-def _apply(conn: Connection[Any], migrations: Sequence[str], table: str) -> int:
+def _apply(conn: Connection[Any], migrations: MigrationList, schema: str) -> int:
     if conn.info.transaction_status != TransactionStatus.IDLE:
         raise MigrationError("apply_migrations needs a connection with no transaction open")
-    ident = sql.Identifier(*table.split("."))
+    table = for_schema(migrations.table, schema)
     with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
         # Under REPEATABLE READ a waiter would miss rows committed by the
         # process it waited for, and apply them again.
         cur.execute(_READ_COMMITTED)
-        _wait_for_lock(cur, _TRY_XACT_LOCK)
-        cur.execute(sql.SQL(_CREATE_VERSION_TABLE).format(table=ident))
-        applied = cur.execute(sql.SQL(_APPLIED_VERSIONS).format(table=ident)).fetchall()
-        _check_history(applied, migrations, table)
-        pending = range(len(applied) + 1, len(migrations) + 1)
+        wait_for_lock(cur, _TRY_XACT_LOCK)
+        if migrations.table.startswith(f"{DEFAULT_SCHEMA}."):
+            cur.execute(_CREATE_SCHEMA.format(schema=schema))  # writegate's own schema
+        cur.execute(_CREATE_VERSION_TABLE.format(table=table))
+        applied = cur.execute(_APPLIED_VERSIONS.format(table=table)).fetchall()
+        _check_history(applied, migrations.migrations, table)
+        if not applied and _adopt(cur, migrations, schema):
+            applied = [(1, migration_checksum(migrations.migrations[0]))]
+            cur.execute(_RECORD_VERSION.format(table=table), applied[0])
+        pending = range(len(applied) + 1, len(migrations.migrations) + 1)
         for version in pending:
-            migration = migrations[version - 1]
-            try:
-                # Not prepared: a migration may hold several statements.
-                cur.execute(migration, prepare=False)
-            except psycopg.Error as err:
-                first_line = migration.strip().splitlines()[0] if migration.strip() else ""
-                raise MigrationError(
-                    f"migration {version} ({first_line[:60]!r}) failed, nothing applied: {err}"
-                ) from err
-            record = sql.SQL(_RECORD_VERSION).format(table=ident)
+            migration = migrations.migrations[version - 1]
+            _run(cur, for_schema(migration, schema), f"{migrations.name} migration {version}")
+            record = _RECORD_VERSION.format(table=table)
             cur.execute(record, (version, migration_checksum(migration)))
     return len(pending)
+
+
+def _adopt(cur: psycopg.Cursor[tuple[Any, ...]], migrations: MigrationList, schema: str) -> bool:
+    """Adopt a database set up before writegate's schema as version 1, if it is one."""
+    if migrations.legacy is None:
+        return False
+    marker, adoption = migrations.legacy
+    found = cur.execute(_EXISTS, (for_schema(marker, schema),)).fetchone()
+    if not (found and found[0]):
+        return False
+    _run(cur, for_schema(adoption, schema), f"adopting the {migrations.name} tables")
+    return True
+
+
+def _run(cur: psycopg.Cursor[tuple[Any, ...]], text: str, what: str) -> None:
+    try:
+        # Not prepared: a migration may hold several statements.
+        cur.execute(text, prepare=False)
+    except psycopg.Error as err:
+        first_line = text.strip().splitlines()[0] if text.strip() else ""
+        raise MigrationError(
+            f"{what} ({first_line[:60]!r}) failed, nothing applied: {err}"
+        ) from err
 
 
 def _check_history(applied: list[tuple[int, str]], migrations: Sequence[str], table: str) -> None:
@@ -120,7 +150,7 @@ def _check_history(applied: list[tuple[int, str]], migrations: Sequence[str], ta
             )
 
 
-def _wait_for_lock(cur: psycopg.Cursor[tuple[Any, ...]], try_lock: str) -> None:
+def wait_for_lock(cur: psycopg.Cursor[tuple[Any, ...]], try_lock: str) -> None:
     # Poll rather than block: a backend blocked in pg_advisory_lock() holds a
     # snapshot, and the checkpointer's CREATE INDEX CONCURRENTLY in the lock
     # holder waits for every older snapshot, so blocking would deadlock.

@@ -1,13 +1,13 @@
 """Operations on PostgreSQL: the reconcile backlog, tombstones, retention purge, statistics.
 
-`PgBacklog` implements `approval.store.BacklogStore`; `PgTombstones` implements
-`approval.retention.TombstoneLookup`. The purge runs in batches, each one transaction,
+`PgBacklog` implements `approval.store.BacklogStore`. The purge (which leaves a
+tombstone for every request key it removes) runs in batches, each one transaction,
 and takes its rows with SKIP LOCKED so it never blocks (or is blocked by) live work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -16,10 +16,11 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
 from writegate.approval.models import AuditRecord, Execution, ExecutionStatus
-from writegate.approval.retention import RetentionPolicy, Tombstone
-from writegate.approval.store import BacklogItem, LedgerReads, LedgerTx
-from writegate.checkpoints import ops_sql as sql
+from writegate.approval.retention import RetentionPolicy
+from writegate.approval.store import BacklogItem, LedgerTx
+from writegate.checkpoints import ledger_sql, ops_sql
 from writegate.checkpoints.ledger import PgLedgerTx
+from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
 
 _EXECUTION_FIELDS = tuple(f.name for f in fields(Execution))
@@ -35,18 +36,25 @@ class PgBacklog:
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
+        self.sql = sql_for(ops_sql, pool.schema)
 
     def claim_due(
         self,
         owner: str,
         *,
+        operations: Sequence[str],
         lease_seconds: float,
         limit: int,
         audit: Callable[[BacklogItem], AuditRecord],
     ) -> list[BacklogItem]:
-        params = {"owner": owner, "lease_seconds": lease_seconds, "limit": limit}
+        params = {
+            "owner": owner,
+            "operations": list(operations),
+            "lease_seconds": lease_seconds,
+            "limit": limit,
+        }
         with self.pool.connection() as conn, conn.transaction():
-            rows = conn.execute(sql.CLAIM_DUE_SQL, params).fetchall()
+            rows = conn.execute(self.sql.CLAIM_DUE_SQL, params).fetchall()
             items = [
                 BacklogItem(
                     execution_from_row(row),
@@ -56,10 +64,15 @@ class PgBacklog:
                 )
                 for row in rows
             ]
-            tx = PgLedgerTx(conn, None)
+            tx = PgLedgerTx(conn, sql_for(ledger_sql, self.pool.schema), None)
             for item in items:  # the claim and its audit row commit together
                 tx.insert_audit(audit(item))
         return items
+
+    def due_elsewhere(self, operations: Sequence[str]) -> dict[str, int]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(self.sql.DUE_ELSEWHERE_SQL, {"operations": list(operations)})
+            return {row["operation"]: int(row["n"]) for row in rows}
 
     def settle(
         self,
@@ -74,7 +87,7 @@ class PgBacklog:
     ) -> Execution | None:
         return self._one(
             tx,
-            sql.SETTLE_SQL,
+            self.sql.SETTLE_SQL,
             execution_id=execution_id,
             owner=owner,
             status=status.value,
@@ -92,58 +105,30 @@ class PgBacklog:
         *,
         delay_seconds: float,
         error_code: str | None,
+        hold_seconds: float = 0.0,
     ) -> Execution | None:
         return self._one(
             tx,
-            sql.DEFER_SQL,
+            self.sql.DEFER_SQL,
             execution_id=execution_id,
             owner=owner,
             status=status.value,
             delay_seconds=delay_seconds,
             error_code=error_code,
+            hold_seconds=hold_seconds,
         )
 
     def escalate(
         self, tx: LedgerTx, execution_id: str, owner: str, reason: dict[str, Any]
     ) -> Execution | None:
         return self._one(
-            tx, sql.ESCALATE_SQL, execution_id=execution_id, owner=owner, reason=Jsonb(reason)
+            tx, self.sql.ESCALATE_SQL, execution_id=execution_id, owner=owner, reason=Jsonb(reason)
         )
 
     @staticmethod
     def _one(tx: LedgerTx, query: str, **params: Any) -> Execution | None:
         row = tx.conn.execute(query, params).fetchone()
         return execution_from_row(row) if row is not None else None
-
-
-class PgTombstones:
-    """Tombstone lookups inside the caller's ledger transaction."""
-
-    def find_tombstone(
-        self, tx: LedgerReads, *, token_hash: str | None = None, request_key: str | None = None
-    ) -> Tombstone | None:
-        if token_hash is not None:
-            query, value = sql.FIND_TOMBSTONE_BY_TOKEN_SQL, token_hash
-        elif request_key is not None:
-            query, value = sql.FIND_TOMBSTONE_BY_KEY_SQL, request_key
-        else:
-            return None
-        # A ledger transaction's own read leaves its held writes held (checkpoints/ledger.py).
-        fetch_one = getattr(tx, "fetch_one", None)
-        if fetch_one is not None:
-            row = fetch_one(query, (value,))
-        else:
-            row = tx.conn.execute(query, (value,)).fetchone()
-        return Tombstone(**row) if row is not None else None
-
-    def refuse_later(self, tx: LedgerTx, *, request_key: str) -> None:
-        expect_no_row = getattr(tx, "expect_no_row", None)
-        if expect_no_row is not None:
-            expect_no_row(sql.ANY_TOMBSTONE_OF_KEY_SQL, {"request_key": request_key}, "a purge")
-            return
-        stone = self.find_tombstone(tx, request_key=request_key)
-        if stone is not None:
-            raise stone.refusal()
 
 
 @dataclass(frozen=True)
@@ -159,16 +144,18 @@ def purge(pool: Pool, policy: RetentionPolicy, *, batch: int = 500) -> PurgeRepo
     Running, unknown, failed_retryable and escalated executions are never purged:
     their outcome is still open. Audit rows are kept (they are the trail).
     """
+    q = sql_for(ops_sql, pool.schema)
     with pool.connection() as conn:
-        row = conn.execute(sql.CUTOFF_SQL, (policy.days,)).fetchone()
+        row = conn.execute(q.CUTOFF_SQL, (policy.days,)).fetchone()
     assert row is not None
     cutoff: datetime = row["cutoff"]
-    executions = _purge_batches(pool, sql.PICK_FINISHED_EXECUTIONS_SQL, cutoff, batch)
-    proposals = _purge_batches(pool, sql.PICK_ENDED_PROPOSALS_SQL, cutoff, batch)
+    executions = _purge_batches(pool, q.PICK_FINISHED_EXECUTIONS_SQL, cutoff, batch)
+    proposals = _purge_batches(pool, q.PICK_ENDED_PROPOSALS_SQL, cutoff, batch)
     return PurgeReport(cutoff, executions, proposals)
 
 
 def _purge_batches(pool: Pool, pick: str, cutoff: datetime, batch: int) -> int:
+    q = sql_for(ops_sql, pool.schema)
     total = 0
     while True:
         with pool.connection() as conn, conn.transaction():
@@ -176,12 +163,12 @@ def _purge_batches(pool: Pool, pick: str, cutoff: datetime, batch: int) -> int:
             if not ids:
                 return total
             # The tombstone and the deletes commit together: no moment without either.
-            conn.execute(sql.INSERT_TOMBSTONES_SQL, {"ids": ids})
-            conn.execute(sql.UNLINK_SUPERSEDED_SQL, {"ids": ids})
+            conn.execute(q.INSERT_TOMBSTONES_SQL, {"ids": ids})
+            conn.execute(q.UNLINK_SUPERSEDED_SQL, {"ids": ids})
             for statement in (
-                sql.DELETE_EXECUTIONS_SQL,
-                sql.DELETE_TOKENS_SQL,
-                sql.DELETE_PROPOSALS_SQL,
+                q.DELETE_EXECUTIONS_SQL,
+                q.DELETE_TOKENS_SQL,
+                q.DELETE_PROPOSALS_SQL,
             ):
                 conn.execute(statement, {"ids": ids})
         total += len(ids)
@@ -193,15 +180,16 @@ def list_escalations(
     pool: Pool, *, tenant_id: str | None = None, limit: int = 100
 ) -> list[dict[str, Any]]:
     """Escalated executions with what a person needs to decide, and their history."""
+    q = sql_for(ops_sql, pool.schema)
     out = []
     with pool.connection() as conn:
         rows = conn.execute(
-            sql.LIST_ESCALATIONS_SQL, {"tenant_id": tenant_id, "limit": limit}
+            q.LIST_ESCALATIONS_SQL, {"tenant_id": tenant_id, "limit": limit}
         ).fetchall()
         for row in rows:
             item = dict(row)
             item["history"] = [
-                dict(h) for h in conn.execute(sql.ESCALATION_HISTORY_SQL, (row["proposal_id"],))
+                dict(h) for h in conn.execute(q.ESCALATION_HISTORY_SQL, (row["proposal_id"],))
             ]
             out.append(item)
     return out
@@ -212,13 +200,14 @@ LATENCY_BUCKETS = (1.0, 5.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0)
 
 def ledger_stats(pool: Pool) -> dict[str, Any]:
     """Everything `writegate stats` and the metrics report, read from the ledger."""
+    q = sql_for(ops_sql, pool.schema)
     with pool.connection() as conn:
-        open_rows = conn.execute(sql.OPEN_EXECUTIONS_SQL).fetchall()
-        backlog = conn.execute(sql.BACKLOG_SQL).fetchone()
-        counts = conn.execute(sql.AUDIT_COUNTS_SQL).fetchall()
-        conflicts = conn.execute(sql.CONFLICTS_SQL).fetchall()
+        open_rows = conn.execute(q.OPEN_EXECUTIONS_SQL).fetchall()
+        backlog = conn.execute(q.BACKLOG_SQL).fetchone()
+        counts = conn.execute(q.AUDIT_COUNTS_SQL).fetchall()
+        conflicts = conn.execute(q.CONFLICTS_SQL).fetchall()
         latency = conn.execute(
-            sql.RECONCILE_LATENCY_SQL, {"buckets": list(LATENCY_BUCKETS)}
+            q.RECONCILE_LATENCY_SQL, {"buckets": list(LATENCY_BUCKETS)}
         ).fetchone()
     assert backlog is not None and latency is not None
     per_op: dict[str, dict[str, int]] = {}
@@ -253,4 +242,4 @@ def ledger_stats(pool: Pool) -> dict[str, Any]:
     }
 
 
-__all__ = ["PgBacklog", "PgTombstones", "PurgeReport", "ledger_stats", "list_escalations", "purge"]
+__all__ = ["PgBacklog", "PurgeReport", "ledger_stats", "list_escalations", "purge"]

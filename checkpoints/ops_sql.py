@@ -13,23 +13,26 @@ from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, RECONCILABLE_SQL
 
 _E_COLUMNS = ", ".join("e." + c.strip() for c in EXECUTION_COLUMNS.split(","))
 
-# Due: unknown or failed_retryable past their next check, or running with an expired
-# lease. The status list matches the partial index wg_executions_backlog_idx.
+# Due: running, unknown or failed_retryable, with no live lease (a worker that died, or
+# an outcome recorded and let go; a call past its deadline keeps its lease while it
+# runs) and past its next check. The status list matches the partial index
+# executions_backlog_idx.
 _DUE = f"""
     status IN ({RECONCILABLE_SQL})
-    AND (status <> 'running' OR lease_expires_at <= now())
+    AND (lease_expires_at IS NULL OR lease_expires_at <= now())
     AND (next_check_at IS NULL OR next_check_at <= now())"""
 
+# A reconciler claims only executions of the tools it runs (%(operations)s).
 CLAIM_DUE_SQL = f"""
 WITH due AS (
     SELECT execution_id, status AS previous_status
-    FROM wg_executions
-    WHERE {_DUE}
+    FROM writegate.executions
+    WHERE {_DUE} AND operation = ANY(%(operations)s)
     ORDER BY updated_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
-UPDATE wg_executions AS e
+UPDATE writegate.executions AS e
 SET status = 'running',
     lease_owner = %(owner)s,
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
@@ -40,10 +43,16 @@ WHERE e.execution_id = due.execution_id
 RETURNING {_E_COLUMNS}, due.previous_status, e.checks + 1 AS checks,
     extract(epoch FROM now() - e.created_at)::float8 AS age_seconds"""
 
+# What a reconciler left for the processes that run other tools.
+DUE_ELSEWHERE_SQL = f"""
+SELECT operation, count(*) AS n FROM writegate.executions
+WHERE {_DUE} AND NOT operation = ANY(%(operations)s)
+GROUP BY operation ORDER BY operation"""
+
 _GUARD = "WHERE execution_id = %(execution_id)s AND status = 'running' AND lease_owner = %(owner)s"
 
 SETTLE_SQL = f"""
-UPDATE wg_executions
+UPDATE writegate.executions
 SET status = %(status)s,
     provider_ref = COALESCE(%(provider_ref)s, provider_ref),
     result = COALESCE(%(result)s, result),
@@ -55,44 +64,39 @@ SET status = %(status)s,
 RETURNING {EXECUTION_COLUMNS}"""
 
 DEFER_SQL = f"""
-UPDATE wg_executions
+UPDATE writegate.executions
 SET status = %(status)s,
     error_code = %(error_code)s,
     checks = checks + 1,
     next_check_at = now() + make_interval(secs => %(delay_seconds)s),
+    lease_expires_at = now() + make_interval(secs => %(hold_seconds)s),
     updated_at = now()
 {_GUARD}
 RETURNING {EXECUTION_COLUMNS}"""
 
 ESCALATE_SQL = f"""
-UPDATE wg_executions
+UPDATE writegate.executions
 SET status = 'escalated', escalation = %(reason)s, checks = checks + 1, updated_at = now()
 {_GUARD}
 RETURNING {EXECUTION_COLUMNS}"""
 
 LIST_ESCALATIONS_SQL = f"""
 SELECT {_E_COLUMNS}, e.checks, e.escalation, p.thread_id, p.decided_by, p.preview
-FROM wg_executions e JOIN wg_proposals p ON p.proposal_id = e.proposal_id
+FROM writegate.executions e JOIN writegate.proposals p ON p.proposal_id = e.proposal_id
 WHERE e.status = 'escalated' AND (%(tenant_id)s::text IS NULL OR e.tenant_id = %(tenant_id)s)
 ORDER BY e.created_at
 LIMIT %(limit)s"""
 
 ESCALATION_HISTORY_SQL = """
 SELECT created_at, event, user_id, status, error_code, result
-FROM wg_audit WHERE proposal_id = %s AND event IN ('execute', 'reconcile')
+FROM writegate.audit WHERE proposal_id = %s AND event IN ('execute', 'reconcile')
 ORDER BY audit_id"""
 
 # -- tombstones and retention ----------------------------------------------------------
 
-TOMBSTONE_COLUMNS = """request_key, token_hash, proposal_id, tenant_id, subject, operation,
-    final_status, execution_id, provider_ref, completed_at, purged_at"""
-
-FIND_TOMBSTONE_BY_TOKEN_SQL = f"SELECT {TOMBSTONE_COLUMNS} FROM wg_tombstones WHERE token_hash = %s"
-FIND_TOMBSTONE_BY_KEY_SQL = f"SELECT {TOMBSTONE_COLUMNS} FROM wg_tombstones WHERE request_key = %s"
-ANY_TOMBSTONE_OF_KEY_SQL = "SELECT 1 FROM wg_tombstones WHERE request_key = %(request_key)s"
 
 PICK_FINISHED_EXECUTIONS_SQL = """
-SELECT proposal_id FROM wg_executions
+SELECT proposal_id FROM writegate.executions
 WHERE status IN ('succeeded', 'failed_terminal') AND completed_at < %(cutoff)s
 ORDER BY completed_at
 LIMIT %(batch)s
@@ -100,48 +104,48 @@ FOR UPDATE SKIP LOCKED"""
 
 # Proposals that ended without an execution are dead once they expired.
 PICK_ENDED_PROPOSALS_SQL = """
-SELECT proposal_id FROM wg_proposals
+SELECT proposal_id FROM writegate.proposals
 WHERE status <> 'executed' AND expires_at < %(cutoff)s
 ORDER BY expires_at
 LIMIT %(batch)s
 FOR UPDATE SKIP LOCKED"""
 
 INSERT_TOMBSTONES_SQL = """
-INSERT INTO wg_tombstones (request_key, token_hash, proposal_id, thread_id, tool_call_id,
+INSERT INTO writegate.tombstones (request_key, token_hash, proposal_id, thread_id, tool_call_id,
     tenant_id, subject, operation, fingerprint, execution_id, final_status, provider_ref,
     completed_at, purged_at)
 SELECT p.request_key, t.token_hash, p.proposal_id, p.thread_id, p.tool_call_id, p.tenant_id,
     p.subject, p.operation, p.fingerprint, e.execution_id, COALESCE(e.status, p.status),
     e.provider_ref, e.completed_at, now()
-FROM wg_proposals p
-LEFT JOIN wg_tokens t ON t.proposal_id = p.proposal_id
-LEFT JOIN wg_executions e ON e.proposal_id = p.proposal_id
+FROM writegate.proposals p
+LEFT JOIN writegate.tokens t ON t.proposal_id = p.proposal_id
+LEFT JOIN writegate.executions e ON e.proposal_id = p.proposal_id
 WHERE p.proposal_id = ANY(%(ids)s)
 ON CONFLICT (request_key) DO NOTHING"""
 
 # A kept proposal may name a purged one as its successor; the link goes, the row stays.
 UNLINK_SUPERSEDED_SQL = """
-UPDATE wg_proposals SET superseded_by = NULL
+UPDATE writegate.proposals SET superseded_by = NULL
 WHERE superseded_by = ANY(%(ids)s) AND NOT proposal_id = ANY(%(ids)s)"""
-DELETE_EXECUTIONS_SQL = "DELETE FROM wg_executions WHERE proposal_id = ANY(%(ids)s)"
-DELETE_TOKENS_SQL = "DELETE FROM wg_tokens WHERE proposal_id = ANY(%(ids)s)"
-DELETE_PROPOSALS_SQL = "DELETE FROM wg_proposals WHERE proposal_id = ANY(%(ids)s)"
+DELETE_EXECUTIONS_SQL = "DELETE FROM writegate.executions WHERE proposal_id = ANY(%(ids)s)"
+DELETE_TOKENS_SQL = "DELETE FROM writegate.tokens WHERE proposal_id = ANY(%(ids)s)"
+DELETE_PROPOSALS_SQL = "DELETE FROM writegate.proposals WHERE proposal_id = ANY(%(ids)s)"
 
 CUTOFF_SQL = "SELECT now() - make_interval(days => %s) AS cutoff"
 
 # -- statistics (also the Prometheus metrics) --------------------------------------------
 
 OPEN_EXECUTIONS_SQL = f"""
-SELECT operation, status, count(*) AS n FROM wg_executions
+SELECT operation, status, count(*) AS n FROM writegate.executions
 WHERE status IN ({OPEN_EXECUTION_SQL})
 GROUP BY operation, status"""
 
 BACKLOG_SQL = f"""
 SELECT count(*) AS n,
     COALESCE(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_s
-FROM wg_executions
+FROM writegate.executions
 WHERE status IN ({RECONCILABLE_SQL})
-  AND (status <> 'running' OR lease_expires_at <= now())"""
+  AND (lease_expires_at IS NULL OR lease_expires_at <= now())"""
 
 # Counted from the audit trail, so every process's events count, whoever scrapes.
 AUDIT_COUNTS_SQL = """
@@ -154,19 +158,19 @@ SELECT tool_name AS operation,
                AND result->>'from' IN ('running', 'unknown'))
     ) AS unknown_outcomes,
     count(*) FILTER (WHERE event = 'reconcile' AND status = 'escalated') AS escalations
-FROM wg_audit
+FROM writegate.audit
 WHERE event IN ('execute', 'reconcile')
 GROUP BY tool_name"""
 
 CONFLICTS_SQL = """
-SELECT tool_name AS operation, count(*) AS n FROM wg_audit
+SELECT tool_name AS operation, count(*) AS n FROM writegate.audit
 WHERE error_code = 'idempotency_conflict' GROUP BY tool_name"""
 
 # Seconds from an execution's start to the reconciler's final answer.
 RECONCILE_LATENCY_SQL = """
 WITH lat AS (
     SELECT extract(epoch FROM reconciled_at - created_at)::float8 AS s
-    FROM wg_executions WHERE reconciled_at IS NOT NULL
+    FROM writegate.executions WHERE reconciled_at IS NOT NULL
 )
 SELECT (SELECT count(*) FROM lat) AS n,
     (SELECT COALESCE(sum(s), 0) FROM lat) AS total_s,

@@ -2,7 +2,8 @@
 
 Connections are autocommit with dict rows, the settings ``PostgresSaver``
 requires, so one pool serves both: ``PostgresSaver(pool)`` works as is. Code
-that needs a transaction opens one explicitly with ``conn.transaction()``.
+that needs a transaction opens one explicitly with ``conn.transaction()``. The pool
+knows the schema of writegate's own tables (`schema`), which every store on it uses.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
 from writegate.checkpoints.database import CONNECT_TIMEOUT_S, DatabaseUnavailable, describe_database
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA, schema_name
 from writegate.checkpoints.timelines import note_timeline
-
-Pool = ConnectionPool[Connection[DictRow]]
 
 OPEN_TIMEOUT_S = 10.0
 # How long a caller waits for a connection before it is told `temporarily_unavailable`.
@@ -31,8 +31,8 @@ CHECKOUT_TIMEOUT_S = 10.0
 # round trip per checkout, a quarter of a write's statements. One idle longer is checked.
 CHECK_AFTER_IDLE_S = 0.5
 # After a failed connection attempt the pool tries again 0.2 s later, doubling up to
-# 1 s (psycopg_pool's own: 1 s doubling without end, so a failover of a few seconds cost
-# writes 6 to 11 s before its next try found the new primary, measured).
+# 1 s (psycopg_pool's own: 1 s doubling without end, so after a failover the pool served
+# the new primary 3.4 s after its promotion, measured; now within a second).
 RECONNECT_FIRST_S = 0.2
 RECONNECT_MAX_S = 1.0
 
@@ -53,7 +53,7 @@ class _AliveCheck:
         self._returned: WeakKeyDictionary[Connection[DictRow], float] = WeakKeyDictionary()
 
     def returned(self, conn: Connection[DictRow]) -> None:
-        """Runs on every connection given back (`_Pool.putconn`)."""
+        """Runs on every connection given back (`Pool.putconn`)."""
         self._returned[conn] = time.monotonic()
 
     def __call__(self, conn: Connection[DictRow]) -> None:
@@ -66,16 +66,24 @@ class _AliveCheck:
         conn.execute("", prepare=False)
 
 
-class _Pool(ConnectionPool[Connection[DictRow]]):
-    """psycopg's pool, noting each connection's return in the caller's thread.
+class Pool(ConnectionPool[Connection[DictRow]]):
+    """psycopg's pool, noting each connection's return in the caller's thread, and the
+    schema of writegate's tables on this database.
 
-    A `reset` hook could note it too, but then psycopg_pool hands every return to a
-    worker thread: a thread switch per checkout (over 1 ms of CPU per write, measured),
-    and a connection missing from the pool for a moment after each use.
+    A `reset` hook could note the return too, but then psycopg_pool hands every return
+    to a worker thread: a thread switch per checkout (over 1 ms of CPU per write,
+    measured), and a connection missing from the pool for a moment after each use.
     """
 
-    def __init__(self, *args: Any, returned: Callable[[Connection[DictRow]], None], **kw: Any):
+    def __init__(
+        self,
+        *args: Any,
+        returned: Callable[[Connection[DictRow]], None],
+        schema: str = DEFAULT_SCHEMA,
+        **kw: Any,
+    ):
         self._returned = returned
+        self.schema = schema_name(schema)
         super().__init__(*args, **kw)
 
     def putconn(self, conn: Connection[DictRow]) -> None:
@@ -97,6 +105,7 @@ def open_pool(
     check_after_idle_s: float = CHECK_AFTER_IDLE_S,
     connection_class: type[Connection[DictRow]] | None = None,
     timeout: float = CHECKOUT_TIMEOUT_S,
+    schema: str = DEFAULT_SCHEMA,
 ) -> Pool:
     """Open a pool on ``url`` and wait until its first connections are ready.
 
@@ -124,7 +133,7 @@ def open_pool(
             pool.drain()
             raise
 
-    pool: Pool = _Pool(
+    pool = Pool(
         url,
         connection_class=connection_class or Connection[DictRow],
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
@@ -137,8 +146,9 @@ def open_pool(
         check=check,
         # Each new connection notes the server's timeline: after a failover, the ledger
         # knows what predates the promotion (checkpoints/timelines.py).
-        configure=note_timeline,
+        configure=lambda conn: note_timeline(conn, schema_name(schema)),
         returned=alive.returned,
+        schema=schema,
         name="writegate",
     )
     try:

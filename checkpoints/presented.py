@@ -5,6 +5,7 @@ from __future__ import annotations
 from psycopg.errors import ForeignKeyViolation
 
 from writegate.approval.errors import NotFound
+from writegate.checkpoints.namespace import for_schema
 from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool
 
@@ -14,12 +15,12 @@ from writegate.checkpoints.pool import Pool
 # keeps its setting, and a refused insert rolls the whole statement back by itself.
 INSERT_PRESENTED_SQL = """
 WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
-INSERT INTO wg_presented (thread_id, checkpoint_ns, interrupt_index, proposal_id)
+INSERT INTO writegate.presented (thread_id, checkpoint_ns, interrupt_index, proposal_id)
 SELECT %s::text, %s::text, %s::integer, %s::text FROM relaxed
 ON CONFLICT (thread_id, checkpoint_ns, interrupt_index) DO NOTHING
 """
 SELECT_PRESENTED_SQL = """
-SELECT 1 FROM wg_presented
+SELECT 1 FROM writegate.presented
 WHERE thread_id = %s AND checkpoint_ns = %s AND interrupt_index = %s AND proposal_id = %s
 """
 
@@ -27,6 +28,8 @@ WHERE thread_id = %s AND checkpoint_ns = %s AND interrupt_index = %s AND proposa
 class PgPresentedQuestions:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
+        self.insert_sql = for_schema(INSERT_PRESENTED_SQL, pool.schema)
+        self.select_sql = for_schema(SELECT_PRESENTED_SQL, pool.schema)
 
     def record(self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str) -> None:
         """Recorded without waiting for the disk: a client can only see the question once
@@ -36,7 +39,7 @@ class PgPresentedQuestions:
         params = (thread_id, checkpoint_ns, index, proposal_id)
         try:
             with outage_mapped(), self.pool.connection() as conn:
-                conn.execute(INSERT_PRESENTED_SQL, params)
+                conn.execute(self.insert_sql, params)
         except ForeignKeyViolation as exc:
             # The thread's checkpoint asks about a proposal the ledger does not have: a
             # failover to a standby that missed the last commits lost the proposal's row
@@ -51,4 +54,4 @@ class PgPresentedQuestions:
     ) -> bool:
         with self.pool.connection() as conn:
             params = (thread_id, checkpoint_ns, index, proposal_id)
-            return conn.execute(SELECT_PRESENTED_SQL, params).fetchone() is not None
+            return conn.execute(self.select_sql, params).fetchone() is not None

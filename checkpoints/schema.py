@@ -1,63 +1,103 @@
-"""The database schema: one append-only list of migrations, as LangGraph's savers keep.
+"""writegate's own tables: one append-only list of migrations, as LangGraph's savers keep.
+
+Everything here lives in writegate's schema (`checkpoints/namespace.py`): the ledger
+(proposals, tokens, executions, audit), the tombstones of purged operations, and the
+questions that reached a client. Nothing else: the demo domain's tables are the demo's
+(`tools/demo/schema.py`), the HTTP service's are the service's (`surfaces/store`), and
+LangGraph's checkpoint tables are `PostgresSaver.setup()`'s.
 
 The position in `MIGRATIONS` (from 1) is the version; `checkpoints/migrate.py` records
-each applied version with a checksum of its text. Never edit, reorder or remove an
-entry that has shipped (a test pins their checksums): append a new one.
-
-The ledger tables carry the protocol; `orders`, `refunds` and `tickets` are the demo
-domain; the `provider` schema is the payment provider simulator's own store, kept
-apart as a real provider's would be.
+each applied version with a checksum of its text in `writegate.migrations`. Never edit,
+reorder or remove an entry that has shipped (a test pins their checksums): append.
+`LEGACY_ADOPTION` moves the tables of a database set up before the schema existed (all
+in `public`, named `wg_*`) into it, once, instead of migration 1.
 """
 
 from __future__ import annotations
 
-MIGRATIONS: list[str] = [
-    # 1. the ledger: proposals, tokens, executions, audit
-    """
-CREATE TABLE wg_proposals (
-    proposal_id     text PRIMARY KEY,
-    thread_id       text NOT NULL,
-    tool_call_id    text NOT NULL,
-    subject         text NOT NULL,
-    tenant_id       text NOT NULL,
-    operation       text NOT NULL,
-    resource        text NOT NULL,
-    args            jsonb NOT NULL,
-    args_digest     text NOT NULL,
-    fingerprint     text NOT NULL,
-    state_version   bigint NOT NULL,
-    preview         jsonb NOT NULL,
-    policy_version  text NOT NULL,
-    request_key     text NOT NULL UNIQUE,
-    status          text NOT NULL CHECK (status IN ('awaiting_confirmation', 'confirmed',
-                        'declined', 'cancelled', 'expired', 'superseded', 'revoked',
-                        'executed')),
-    superseded_by   text REFERENCES wg_proposals (proposal_id),
-    decided_by      text,
-    decided_at      timestamptz,
-    created_at      timestamptz NOT NULL,
-    expires_at      timestamptz NOT NULL,
-    UNIQUE (thread_id, tool_call_id)
-);
--- A user's pending approvals, and the sweep of stale ones, stay index scans at any size.
-CREATE INDEX wg_proposals_pending_idx ON wg_proposals (tenant_id, subject, created_at)
-    WHERE status IN ('awaiting_confirmation', 'confirmed');
-CREATE INDEX wg_proposals_expiry_idx ON wg_proposals (expires_at)
-    WHERE status = 'awaiting_confirmation';
-CREATE INDEX wg_proposals_open_fp_idx ON wg_proposals (thread_id, fingerprint)
-    WHERE status IN ('awaiting_confirmation', 'confirmed');
+import psycopg
+from langgraph.checkpoint.postgres import PostgresSaver
+from psycopg.rows import dict_row, tuple_row
 
-CREATE TABLE wg_tokens (
+from writegate.checkpoints.migrate import (
+    TRY_SESSION_LOCK,
+    MigrationList,
+    apply_migrations,
+    wait_for_lock,
+)
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA
+
+MIGRATIONS: list[str] = [
+    # 1. the ledger, the tombstones of purged operations, the questions presented
+    """
+CREATE TABLE writegate.proposals (
+    proposal_id         text PRIMARY KEY,
+    thread_id           text NOT NULL,
+    message_id          text NOT NULL DEFAULT '',
+    tool_call_id        text NOT NULL,
+    subject             text NOT NULL,
+    tenant_id           text NOT NULL,
+    operation           text NOT NULL,
+    resource            text NOT NULL,
+    args                jsonb NOT NULL,
+    args_digest         text NOT NULL,
+    digest_scheme       text NOT NULL DEFAULT 'jcs-sha256'
+                            CHECK (digest_scheme IN ('wg-c14n-1', 'jcs-sha256')),
+    fingerprint         text NOT NULL,
+    state_version       bigint NOT NULL,
+    preview             jsonb NOT NULL,
+    policy_version      text NOT NULL,
+    request_key         text NOT NULL UNIQUE,
+    status              text NOT NULL CHECK (status IN ('awaiting_confirmation',
+                            'awaiting_second_approval', 'confirmed', 'declined', 'cancelled',
+                            'expired', 'superseded', 'revoked', 'executed')),
+    superseded_by       text REFERENCES writegate.proposals (proposal_id),
+    decided_by          text,
+    decided_at          timestamptz,
+    decision_reason     text,
+    created_at          timestamptz NOT NULL,
+    expires_at          timestamptz NOT NULL,
+    tier                text NOT NULL DEFAULT 'one_click',
+    risk                jsonb,
+    second_approver     text,
+    second_approved_at  timestamptz,
+    revoked_by          text,
+    revoked_at          timestamptz,
+    traceparent         text,
+    -- one proposal per tool call of one model message
+    CONSTRAINT proposals_call_key UNIQUE (thread_id, message_id, tool_call_id),
+    -- a requester may not approve their own request
+    CONSTRAINT proposals_not_self_approved
+        CHECK (second_approver IS NULL OR second_approver <> subject)
+);
+-- A user's pending approvals and history, the sweep of stale ones, an approver's queue,
+-- the open proposal for the same request and the purge stay index scans at any size.
+CREATE INDEX proposals_pending_idx ON writegate.proposals (tenant_id, subject, created_at)
+    WHERE status IN ('awaiting_confirmation', 'confirmed');
+CREATE INDEX proposals_subject_idx ON writegate.proposals (tenant_id, subject, created_at);
+CREATE INDEX proposals_expiry_idx ON writegate.proposals (expires_at)
+    WHERE status = 'awaiting_confirmation';
+CREATE INDEX proposals_second_idx ON writegate.proposals (tenant_id, created_at)
+    WHERE status = 'awaiting_second_approval';
+CREATE INDEX proposals_open_fp_idx ON writegate.proposals (thread_id, fingerprint)
+    WHERE status IN ('awaiting_confirmation', 'awaiting_second_approval', 'confirmed');
+CREATE INDEX proposals_purge_idx ON writegate.proposals (expires_at)
+    WHERE status <> 'executed';
+
+CREATE TABLE writegate.tokens (
     token_hash      text PRIMARY KEY,
-    proposal_id     text NOT NULL UNIQUE REFERENCES wg_proposals (proposal_id),
+    proposal_id     text NOT NULL UNIQUE REFERENCES writegate.proposals (proposal_id),
     subject         text NOT NULL,
     tenant_id       text NOT NULL,
     audience        text NOT NULL,
     operation       text NOT NULL,
     resource        text NOT NULL,
     args_digest     text NOT NULL,
+    digest_scheme   text NOT NULL DEFAULT 'jcs-sha256'
+                        CHECK (digest_scheme IN ('wg-c14n-1', 'jcs-sha256')),
     policy_version  text NOT NULL,
     request_key     text NOT NULL,
+    tier            text NOT NULL DEFAULT 'one_click',
     issued_at       timestamptz NOT NULL,
     expires_at      timestamptz NOT NULL,
     status          text NOT NULL CHECK (status IN ('issued', 'consumed', 'revoked')),
@@ -65,17 +105,19 @@ CREATE TABLE wg_tokens (
     execution_id    text UNIQUE
 );
 
-CREATE TABLE wg_executions (
+CREATE TABLE writegate.executions (
     execution_id      text PRIMARY KEY,
     request_key       text NOT NULL UNIQUE,
-    token_hash        text NOT NULL UNIQUE REFERENCES wg_tokens (token_hash),
-    proposal_id       text NOT NULL UNIQUE REFERENCES wg_proposals (proposal_id),
+    token_hash        text NOT NULL UNIQUE REFERENCES writegate.tokens (token_hash),
+    proposal_id       text NOT NULL UNIQUE REFERENCES writegate.proposals (proposal_id),
     tenant_id         text NOT NULL,
     subject           text NOT NULL,
     operation         text NOT NULL,
     resource          text NOT NULL,
     args              jsonb NOT NULL,
     args_digest       text NOT NULL,
+    digest_scheme     text NOT NULL DEFAULT 'jcs-sha256'
+                          CHECK (digest_scheme IN ('wg-c14n-1', 'jcs-sha256')),
     fingerprint       text NOT NULL,
     status            text NOT NULL CHECK (status IN ('prepared', 'running', 'succeeded',
                           'failed_retryable', 'failed_terminal', 'unknown', 'escalated')),
@@ -87,15 +129,27 @@ CREATE TABLE wg_executions (
     error_code        text,
     created_at        timestamptz NOT NULL,
     updated_at        timestamptz NOT NULL,
-    completed_at      timestamptz
+    completed_at      timestamptz,
+    -- reconciliation: checks made, when the next is due, when settled, why escalated
+    checks            integer NOT NULL DEFAULT 0,
+    next_check_at     timestamptz,
+    reconciled_at     timestamptz,
+    escalation        jsonb
 );
--- Reconciliation picks up unknown, retryable and lease-expired work without a scan.
-CREATE INDEX wg_executions_backlog_idx ON wg_executions (updated_at)
+-- Reconciliation picks up its backlog, escalations and the purge without a scan; an open
+-- execution of the same request blocks a new proposal for it.
+CREATE INDEX executions_backlog_idx ON writegate.executions (updated_at)
     WHERE status IN ('running', 'unknown', 'failed_retryable');
-CREATE INDEX wg_executions_open_fp_idx ON wg_executions (tenant_id, fingerprint)
-    WHERE status IN ('running', 'unknown');
+CREATE INDEX executions_unsettled_fp_idx ON writegate.executions (tenant_id, fingerprint)
+    WHERE status IN ('running', 'unknown', 'failed_retryable', 'escalated');
+CREATE INDEX executions_escalated_idx ON writegate.executions (created_at)
+    WHERE status = 'escalated';
+CREATE INDEX executions_reconciled_idx ON writegate.executions (reconciled_at)
+    WHERE reconciled_at IS NOT NULL;
+CREATE INDEX executions_purge_idx ON writegate.executions (completed_at)
+    WHERE status IN ('succeeded', 'failed_terminal');
 
-CREATE TABLE wg_audit (
+CREATE TABLE writegate.audit (
     audit_id          bigserial PRIMARY KEY,
     tenant_id         text NOT NULL,
     user_id           text NOT NULL,
@@ -116,88 +170,16 @@ CREATE TABLE wg_audit (
     executed_digest   text,
     created_at        timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX wg_audit_tenant_idx ON wg_audit (tenant_id, created_at);
-CREATE INDEX wg_audit_thread_idx ON wg_audit (thread_id, created_at);
-CREATE INDEX wg_audit_proposal_idx ON wg_audit (proposal_id);
-""",
-    # 2. the demo domain: orders, refunds, tickets
-    """
-CREATE TABLE orders (
-    order_id        text PRIMARY KEY,
-    tenant_id       text NOT NULL,
-    user_id         text NOT NULL,
-    currency        text NOT NULL CHECK (currency ~ '^[A-Z]{3}$'),
-    payable_minor   bigint NOT NULL CHECK (payable_minor >= 0),
-    refunded_minor  bigint NOT NULL DEFAULT 0 CHECK (refunded_minor >= 0),
-    shipping_address text NOT NULL DEFAULT '',
-    version         bigint NOT NULL DEFAULT 1,
-    created_at      timestamptz NOT NULL DEFAULT now(),
-    CHECK (refunded_minor <= payable_minor)
-);
-CREATE INDEX orders_owner_idx ON orders (tenant_id, user_id);
+CREATE INDEX audit_tenant_idx ON writegate.audit (tenant_id, created_at);
+CREATE INDEX audit_thread_idx ON writegate.audit (thread_id, created_at);
+CREATE INDEX audit_proposal_idx ON writegate.audit (proposal_id);
+CREATE INDEX audit_ops_idx ON writegate.audit (event, tool_name, status, error_code)
+    WHERE event IN ('execute', 'reconcile');
+CREATE INDEX audit_conflict_idx ON writegate.audit (tool_name)
+    WHERE error_code = 'idempotency_conflict';
 
-CREATE TABLE refunds (
-    refund_id       text PRIMARY KEY,
-    order_id        text NOT NULL REFERENCES orders (order_id),
-    tenant_id       text NOT NULL,
-    amount_minor    bigint NOT NULL CHECK (amount_minor > 0),
-    currency        text NOT NULL,
-    reason          text NOT NULL,
-    request_key     text NOT NULL UNIQUE,
-    status          text NOT NULL CHECK (status IN ('pending', 'succeeded', 'reversed')),
-    provider_ref    text,
-    created_at      timestamptz NOT NULL DEFAULT now()
-);
-
-CREATE TABLE tickets (
-    ticket_id       text PRIMARY KEY,
-    tenant_id       text NOT NULL,
-    user_id         text NOT NULL,
-    title           text NOT NULL,
-    description     text NOT NULL,
-    status          text NOT NULL CHECK (status IN ('open', 'in_progress', 'resolved',
-                        'closed')),
-    request_key     text UNIQUE,
-    version         bigint NOT NULL DEFAULT 1,
-    created_at      timestamptz NOT NULL DEFAULT now(),
-    updated_at      timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX tickets_owner_idx ON tickets (tenant_id, user_id);
-CREATE SEQUENCE ticket_number_seq START 1000;
-""",
-    # 3. the payment provider simulator's own store, in its own schema
-    """
-CREATE SCHEMA provider;
--- The simulator's idempotency store: one row per key, so a key never refunds twice.
-CREATE TABLE provider.refunds (
-    idempotency_key text PRIMARY KEY,
-    provider_ref    text NOT NULL UNIQUE,
-    order_id        text NOT NULL,
-    amount_minor    bigint NOT NULL,
-    currency        text NOT NULL,
-    request_digest  text NOT NULL,
-    created_at      timestamptz NOT NULL DEFAULT now()
-);
-""",
-    # 4. operations: reconcile bookkeeping on executions, tombstones for purged rows, and the
-    # partial indexes that keep the backlog pickup, escalations, purge and metrics index scans
-    """
-ALTER TABLE wg_executions
-    ADD COLUMN checks         integer NOT NULL DEFAULT 0,
-    ADD COLUMN next_check_at  timestamptz,
-    ADD COLUMN reconciled_at  timestamptz,
-    ADD COLUMN escalation     jsonb;
-
-CREATE INDEX wg_executions_escalated_idx ON wg_executions (created_at)
-    WHERE status = 'escalated';
-CREATE INDEX wg_executions_reconciled_idx ON wg_executions (reconciled_at)
-    WHERE reconciled_at IS NOT NULL;
-CREATE INDEX wg_executions_purge_idx ON wg_executions (completed_at)
-    WHERE status IN ('succeeded', 'failed_terminal');
-CREATE INDEX wg_proposals_purge_idx ON wg_proposals (expires_at)
-    WHERE status <> 'executed';
-
-CREATE TABLE wg_tombstones (
+-- What stays of a purged operation: enough to refuse running it again.
+CREATE TABLE writegate.tombstones (
     request_key   text PRIMARY KEY,
     token_hash    text UNIQUE,
     proposal_id   text NOT NULL UNIQUE,
@@ -213,167 +195,180 @@ CREATE TABLE wg_tombstones (
     completed_at  timestamptz,
     purged_at     timestamptz NOT NULL
 );
-CREATE INDEX wg_tombstones_call_idx ON wg_tombstones (thread_id, tool_call_id);
+CREATE INDEX tombstones_call_idx ON writegate.tombstones (thread_id, tool_call_id);
 
-CREATE INDEX wg_audit_ops_idx ON wg_audit (event, tool_name, status, error_code)
-    WHERE event IN ('execute', 'reconcile');
-CREATE INDEX wg_audit_conflict_idx ON wg_audit (tool_name)
-    WHERE error_code = 'idempotency_conflict';
-""",
-    # 5. the HTTP service: API keys (sha256 hashes only, one user, one tenant, roles), thread
-    # ownership, and the answer each click's idempotency key got
-    """
-CREATE TABLE wg_api_keys (
-    key_hash    text PRIMARY KEY,
-    key_id      text NOT NULL UNIQUE,
-    user_id     text NOT NULL,
-    tenant_id   text NOT NULL,
-    roles       text[] NOT NULL DEFAULT '{}',
-    created_at  timestamptz NOT NULL DEFAULT now(),
-    revoked_at  timestamptz
-);
-
-CREATE TABLE wg_http_threads (
-    thread_id   text PRIMARY KEY,
-    tenant_id   text NOT NULL,
-    user_id     text NOT NULL,
-    created_at  timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX wg_http_threads_owner_idx ON wg_http_threads (tenant_id, user_id, created_at);
-
-CREATE TABLE wg_http_clicks (
-    tenant_id        text NOT NULL,
-    user_id          text NOT NULL,
-    idempotency_key  text NOT NULL,
-    proposal_id      text NOT NULL,
-    request_digest   text NOT NULL,
-    status_code      integer,
-    response         jsonb,
-    created_at       timestamptz NOT NULL DEFAULT now(),
-    completed_at     timestamptz,
-    PRIMARY KEY (tenant_id, user_id, idempotency_key)
-);
--- A user's approval history across threads without a scan (the pending ones already
--- have a partial index; a thread's proposals use the (thread_id, tool_call_id) key).
-CREATE INDEX wg_proposals_subject_idx ON wg_proposals (tenant_id, subject, created_at);
-""",
-    # 6. confirmation tiers: tier and risk on proposals, the second approver, revocation, the
-    # awaiting_second_approval state (a requester may not approve their own request), and
-    # batch_items, one row per item keyed by its derived request key
-    """
-ALTER TABLE wg_proposals
-    ADD COLUMN tier               text NOT NULL DEFAULT 'one_click',
-    ADD COLUMN risk               jsonb,
-    ADD COLUMN second_approver    text,
-    ADD COLUMN second_approved_at timestamptz,
-    ADD COLUMN revoked_by         text,
-    ADD COLUMN revoked_at         timestamptz;
-ALTER TABLE wg_proposals DROP CONSTRAINT wg_proposals_status_check;
-ALTER TABLE wg_proposals ADD CONSTRAINT wg_proposals_status_check CHECK (status IN (
-    'awaiting_confirmation', 'awaiting_second_approval', 'confirmed', 'declined',
-    'cancelled', 'expired', 'superseded', 'revoked', 'executed'));
-ALTER TABLE wg_proposals ADD CONSTRAINT wg_proposals_not_self_approved
-    CHECK (second_approver IS NULL OR second_approver <> subject);
--- What approvers of a tenant are waiting on, and the open-request lookup with the
--- new status included.
-CREATE INDEX wg_proposals_second_idx ON wg_proposals (tenant_id, created_at)
-    WHERE status = 'awaiting_second_approval';
-CREATE INDEX wg_proposals_open3_fp_idx ON wg_proposals (thread_id, fingerprint)
-    WHERE status IN ('awaiting_confirmation', 'awaiting_second_approval', 'confirmed');
-DROP INDEX wg_proposals_open_fp_idx;  -- superseded by the one above
-
-ALTER TABLE wg_tokens ADD COLUMN tier text NOT NULL DEFAULT 'one_click';
-
-CREATE TABLE batch_items (
-    request_key        text PRIMARY KEY,
-    batch_request_key  text NOT NULL,
-    tenant_id          text NOT NULL,
-    item               text NOT NULL,
-    status             text NOT NULL CHECK (status IN ('succeeded', 'failed')),
-    result             jsonb NOT NULL,
-    created_at         timestamptz NOT NULL DEFAULT now(),
-    UNIQUE (batch_request_key, item)
-);
-""",
-    # 7. an open execution of the same request blocks a new proposal: the lookup covers
-    # retryable and escalated executions too
-    """
-DROP INDEX IF EXISTS wg_executions_open_fp_idx;
-CREATE INDEX wg_executions_unsettled_fp_idx ON wg_executions (tenant_id, fingerprint)
-    WHERE status IN ('running', 'unknown', 'failed_retryable', 'escalated');
-""",
-    # 8. questions that reached a client (an interrupt that ended its run): an answer
-    # naming no proposal counts only for a question recorded here
-    """
-CREATE TABLE wg_presented (
+-- Questions that reached a client (an interrupt that ended its run): an answer naming
+-- no proposal counts only for a question recorded here.
+CREATE TABLE writegate.presented (
     thread_id       text NOT NULL,
     checkpoint_ns   text NOT NULL,
     interrupt_index integer NOT NULL CHECK (interrupt_index >= 0),
-    proposal_id     text NOT NULL REFERENCES wg_proposals (proposal_id) ON DELETE CASCADE,
+    proposal_id     text NOT NULL
+                        REFERENCES writegate.proposals (proposal_id) ON DELETE CASCADE,
     presented_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (thread_id, checkpoint_ns, interrupt_index)
 );
-CREATE INDEX wg_presented_proposal_idx ON wg_presented (proposal_id);
-""",
-    # 9. the digest scheme beside every stored digest: rows written before it keep the
-    # legacy form; new rows name the RFC 8785 form (approval/canonical.py)
-    """
-ALTER TABLE wg_proposals ADD COLUMN digest_scheme text NOT NULL DEFAULT 'wg-c14n-1'
-    CHECK (digest_scheme IN ('wg-c14n-1', 'jcs-sha256'));
-ALTER TABLE wg_proposals ALTER COLUMN digest_scheme SET DEFAULT 'jcs-sha256';
-ALTER TABLE wg_tokens ADD COLUMN digest_scheme text NOT NULL DEFAULT 'wg-c14n-1'
-    CHECK (digest_scheme IN ('wg-c14n-1', 'jcs-sha256'));
-ALTER TABLE wg_tokens ALTER COLUMN digest_scheme SET DEFAULT 'jcs-sha256';
-ALTER TABLE wg_executions ADD COLUMN digest_scheme text NOT NULL DEFAULT 'wg-c14n-1'
-    CHECK (digest_scheme IN ('wg-c14n-1', 'jcs-sha256'));
-ALTER TABLE wg_executions ALTER COLUMN digest_scheme SET DEFAULT 'jcs-sha256';
-""",
-    # 10. the events of a turn's stream, kept a short while so a client that reconnects
-    # (to any replica) gets the rest of them by `Last-Event-ID`
-    """
-CREATE TABLE wg_stream_events (
-    stream_id   text NOT NULL,
-    seq         integer NOT NULL CHECK (seq >= 0),
-    thread_id   text NOT NULL,
-    event       text NOT NULL,
-    data        jsonb NOT NULL,
-    created_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (stream_id, seq)
-);
-CREATE INDEX wg_stream_events_age_idx ON wg_stream_events (created_at);
-""",
-    # 11. the trace context of a proposal's life (W3C traceparent), so that every process
-    # that later decides, executes or reconciles it continues one trace
-    """
-ALTER TABLE wg_proposals ADD COLUMN traceparent text;
-""",
-    # 12. a guarded write sent ahead of its answer (in one round trip with the statements
-    # after it) checks its own row count, and fails its transaction if its guard failed
-    """
-CREATE FUNCTION wg_expect_rows(changed bigint, expected bigint, what text)
-RETURNS bigint LANGUAGE plpgsql AS $$
+CREATE INDEX presented_proposal_idx ON writegate.presented (proposal_id);
+
+-- A ledger transaction's writes, each one statement: the rows arrive as JSON objects
+-- (named like their columns) and the function writes them, or fails naming the guard
+-- that no longer held (SQLSTATE WG001), so the error points at the call that made it.
+
+-- A proposal for a tool call, and its audit row; false if the call has one already.
+CREATE FUNCTION writegate.propose(proposal jsonb, audit jsonb) RETURNS boolean
+LANGUAGE plpgsql AS $$
 BEGIN
-    IF changed <> expected THEN
-        RAISE EXCEPTION 'writegate: % changed % rows, not %', what, changed, expected
-            USING ERRCODE = 'WG001',
-                  HINT = 'its guard no longer held; the transaction is rolled back';
+    INSERT INTO writegate.proposals (proposal_id, thread_id, message_id, tool_call_id,
+        subject, tenant_id, operation, resource, args, args_digest, digest_scheme,
+        fingerprint, state_version, preview, policy_version, request_key, status,
+        created_at, expires_at, tier, risk, traceparent)
+    SELECT p.proposal_id, p.thread_id, p.message_id, p.tool_call_id, p.subject,
+        p.tenant_id, p.operation, p.resource, p.args, p.args_digest, p.digest_scheme,
+        p.fingerprint, p.state_version, p.preview, p.policy_version, p.request_key,
+        p.status, p.created_at, p.expires_at, p.tier, p.risk, p.traceparent
+    FROM jsonb_populate_record(NULL::writegate.proposals, propose.proposal) AS p
+    ON CONFLICT (thread_id, message_id, tool_call_id) DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN false;
     END IF;
-    RETURN changed;
+    PERFORM writegate.write_audit(jsonb_build_array(propose.audit));
+    RETURN true;
+END
+$$;
+
+-- Audit rows, in order.
+CREATE FUNCTION writegate.write_audit(records jsonb) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO writegate.audit (tenant_id, user_id, thread_id, tool_name, event, arguments,
+        arguments_hash, result, status, error_code, duration_ms, request_key, proposal_id,
+        approver, requested_digest, approved_digest, executed_digest)
+    SELECT a.tenant_id, a.user_id, a.thread_id, a.tool_name, a.event, a.arguments,
+        a.arguments_hash, a.result, a.status, a.error_code, a.duration_ms, a.request_key,
+        a.proposal_id, a.approver, a.requested_digest, a.approved_digest, a.executed_digest
+    FROM jsonb_populate_recordset(NULL::writegate.audit, records) WITH ORDINALITY AS a
+    ORDER BY ordinality
+$$;
+
+-- The one move from a person's confirm to an execution: the proposal awaiting (or
+-- confirmed, its token issued before) becomes executed, its token is consumed by the
+-- execution (a token issued now is written consumed), the execution is claimed under
+-- its request key, and the audit rows are written. Called with the proposal's row
+-- locked by the caller's transaction; a guard that fails there is a bug, said plainly.
+CREATE FUNCTION writegate.claim(proposal_id text, from_status text, decided_by text,
+    token jsonb, issue boolean, execution jsonb, audit jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_moment timestamptz := (claim.execution ->> 'created_at')::timestamptz;
+    v_execution text := claim.execution ->> 'execution_id';
+BEGIN
+    UPDATE writegate.proposals AS p
+    SET status = 'executed',
+        decided_by = COALESCE(claim.decided_by, p.decided_by),
+        decided_at = CASE WHEN claim.decided_by IS NULL THEN p.decided_at ELSE v_moment END
+    WHERE p.proposal_id = claim.proposal_id AND p.status = claim.from_status;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'writegate: proposal % is no longer %', claim.proposal_id,
+            claim.from_status USING ERRCODE = 'WG001';
+    END IF;
+    IF claim.issue THEN
+        INSERT INTO writegate.tokens (token_hash, proposal_id, subject, tenant_id, audience,
+            operation, resource, args_digest, digest_scheme, policy_version, request_key,
+            tier, issued_at, expires_at, status, consumed_at, execution_id)
+        SELECT t.token_hash, t.proposal_id, t.subject, t.tenant_id, t.audience, t.operation,
+            t.resource, t.args_digest, t.digest_scheme, t.policy_version, t.request_key,
+            t.tier, t.issued_at, t.expires_at, 'consumed', v_moment, v_execution
+        FROM jsonb_populate_record(NULL::writegate.tokens, claim.token) AS t;
+    ELSE
+        UPDATE writegate.tokens AS t
+        SET status = 'consumed', consumed_at = v_moment, execution_id = v_execution
+        WHERE t.token_hash = claim.token ->> 'token_hash' AND t.status = 'issued';
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'writegate: the token of proposal % is no longer issued',
+                claim.proposal_id USING ERRCODE = 'WG001';
+        END IF;
+    END IF;
+    INSERT INTO writegate.executions (execution_id, request_key, token_hash, proposal_id,
+        tenant_id, subject, operation, resource, args, args_digest, digest_scheme,
+        fingerprint, status, attempts, lease_owner, lease_expires_at, provider_ref, result,
+        error_code, created_at, updated_at, completed_at)
+    SELECT e.execution_id, e.request_key, e.token_hash, e.proposal_id, e.tenant_id,
+        e.subject, e.operation, e.resource, e.args, e.args_digest, e.digest_scheme,
+        e.fingerprint, e.status, e.attempts, e.lease_owner, e.lease_expires_at,
+        e.provider_ref, e.result, e.error_code, e.created_at, e.updated_at, e.completed_at
+    FROM jsonb_populate_record(NULL::writegate.executions, claim.execution) AS e;
+    PERFORM writegate.write_audit(claim.audit);
 END
 $$;
 """,
-    # 13. the timelines this database has been on (checkpoints/timelines.py): a promoted
+    # 2. the timelines this database has been on (checkpoints/timelines.py): a promoted
     # standby starts a new one, and what was created before it began may have been
     # acted on in commits the failover lost. The timeline of the installation is marked
     # as having begun at -infinity: nothing before it is in doubt.
     """
-CREATE TABLE wg_timelines (
+CREATE TABLE writegate.timelines (
     timeline_id integer PRIMARY KEY,
     began_at    timestamptz NOT NULL DEFAULT now()
 );
-INSERT INTO wg_timelines (timeline_id, began_at)
+INSERT INTO writegate.timelines (timeline_id, began_at)
 SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer,
        '-infinity'
 WHERE NOT pg_is_in_recovery();
 """,
 ]
+
+# A database set up before the schema (its ledger in `public`, version 12 or later of
+# that list, now `writegate.legacy_migrations`) becomes migration 1's shape: its rows
+# are the ledger, so an unknown execution or a consumed token survives the upgrade.
+LEGACY_ADOPTION = """
+DO $$
+DECLARE
+    legacy integer := (SELECT max(version) FROM public.writegate_migrations);
+BEGIN
+    IF legacy IS DISTINCT FROM 12 THEN
+        RAISE EXCEPTION 'this database was set up by a writegate at version % of its old '
+            'schema; only version 12 is adopted: upgrade it with the release that set it '
+            'up first', legacy;
+    END IF;
+END
+$$;
+ALTER TABLE public.writegate_migrations SET SCHEMA writegate;
+ALTER TABLE writegate.writegate_migrations RENAME TO legacy_migrations;
+ALTER TABLE public.wg_proposals SET SCHEMA writegate;
+ALTER TABLE writegate.wg_proposals RENAME TO proposals;
+ALTER TABLE public.wg_tokens SET SCHEMA writegate;
+ALTER TABLE writegate.wg_tokens RENAME TO tokens;
+ALTER TABLE public.wg_executions SET SCHEMA writegate;
+ALTER TABLE writegate.wg_executions RENAME TO executions;
+ALTER TABLE public.wg_audit SET SCHEMA writegate;
+ALTER TABLE writegate.wg_audit RENAME TO audit;
+ALTER TABLE public.wg_tombstones SET SCHEMA writegate;
+ALTER TABLE writegate.wg_tombstones RENAME TO tombstones;
+ALTER TABLE public.wg_presented SET SCHEMA writegate;
+ALTER TABLE writegate.wg_presented RENAME TO presented;
+ALTER TABLE writegate.proposals ADD COLUMN message_id text NOT NULL DEFAULT '';
+ALTER TABLE writegate.proposals ADD COLUMN decision_reason text;
+ALTER TABLE writegate.proposals DROP CONSTRAINT wg_proposals_thread_id_tool_call_id_key;
+ALTER TABLE writegate.proposals ADD CONSTRAINT proposals_call_key
+    UNIQUE (thread_id, message_id, tool_call_id);
+DROP FUNCTION public.wg_expect_rows(bigint, bigint, text);
+"""
+
+CORE = MigrationList(
+    name="writegate",
+    table="writegate.migrations",
+    migrations=MIGRATIONS,
+    legacy=("public.wg_proposals", LEGACY_ADOPTION),
+)
+
+
+def setup_database(url: str, *, schema: str = DEFAULT_SCHEMA) -> None:
+    """Bring ``url`` up to date for the core: writegate's own tables, in `schema`, and
+    LangGraph's checkpoint tables (set up once, wherever a user's saver has them)."""
+    # PostgresSaver needs autocommit (its indexes are built CONCURRENTLY) and dict rows.
+    with psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
+        # The checkpointer's setup races with itself, so hold the same key for
+        # the whole setup; closing the connection releases it, even on error.
+        with conn.cursor(row_factory=tuple_row) as cur:
+            wait_for_lock(cur, TRY_SESSION_LOCK)
+        apply_migrations(conn, CORE, schema=schema)  # the xact lock re-enters our session lock
+        PostgresSaver(conn).setup()

@@ -7,8 +7,8 @@ that here it looks never started. The ledger asks `failed_over_since(created_at)
 then hands the claim to the reconciler, which looks the request key up before anything
 is sent again.
 
-Each new pooled connection notes the server's timeline in `wg_timelines` (migration
-13); the first connection to a new primary inserts its row, so its `began_at` is the
+Each new pooled connection notes the server's timeline in `writegate.timelines`
+(migration 2); the first connection to a new primary inserts its row, so its `began_at` is the
 moment writegate first wrote there, just after the promotion. The connection keeps that
 `began_at` beside it, so asking costs no round trip, and it is never stale: a failover
 ends every connection to the old primary, and the pool opens new ones.
@@ -23,38 +23,40 @@ from weakref import WeakKeyDictionary
 
 import psycopg
 
+from writegate.checkpoints.namespace import for_schema
+
 log = logging.getLogger("writegate.timelines")
 
 # The timeline is the first 8 hex digits of the current WAL file's name; it changes at
 # the promotion itself (a checkpoint's record of it comes later).
 _CURRENT = "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer"
-HAS_TIMELINES_SQL = (
-    "SELECT to_regclass('wg_timelines') IS NOT NULL AND NOT pg_is_in_recovery() AS ready"
-)
+HAS_TIMELINES_SQL = """
+SELECT to_regclass('writegate.timelines') IS NOT NULL AND NOT pg_is_in_recovery() AS ready"""
 NOTE_TIMELINE_SQL = f"""
 WITH current AS (SELECT {_CURRENT} AS timeline_id),
 noted AS (
-    INSERT INTO wg_timelines (timeline_id) SELECT timeline_id FROM current
+    INSERT INTO writegate.timelines (timeline_id) SELECT timeline_id FROM current
     ON CONFLICT (timeline_id) DO NOTHING
     RETURNING began_at
 )
 SELECT began_at FROM noted
 UNION ALL
-SELECT t.began_at FROM wg_timelines t JOIN current c USING (timeline_id)
+SELECT t.began_at FROM writegate.timelines t JOIN current c USING (timeline_id)
 LIMIT 1
 """
 
 _began: WeakKeyDictionary[Any, datetime] = WeakKeyDictionary()
 
 
-def note_timeline(conn: psycopg.Connection[Any]) -> None:
-    """The pool's `configure` hook: note the server's timeline and keep when it began.
-    Before the migrations ran (or on a standby) there is nothing to note."""
+def note_timeline(conn: psycopg.Connection[Any], schema: str) -> None:
+    """The pool's `configure` hook: note the server's timeline and keep when it began,
+    in writegate's tables of `schema`. Before the migrations ran (or on a standby)
+    there is nothing to note."""
     try:
-        ready = conn.execute(HAS_TIMELINES_SQL).fetchone()
+        ready = conn.execute(for_schema(HAS_TIMELINES_SQL, schema)).fetchone()
         if not ready or not _value(ready):
             return
-        row = conn.execute(NOTE_TIMELINE_SQL).fetchone()
+        row = conn.execute(for_schema(NOTE_TIMELINE_SQL, schema)).fetchone()
     except psycopg.OperationalError:
         raise  # the connection is useless: the pool discards it and tries again
     except psycopg.Error as exc:  # e.g. a role that may not read the WAL position

@@ -141,9 +141,11 @@ def build(wg: Writegate, model: BaseChatModel) -> CompiledStateGraph[Any, Any, A
         return {"messages": [model.invoke(state["messages"])]}
 
     builder = StateGraph(MessagesState)
+    builder.add_node("before_model", wg.before_model())  # answers calls a new message left
     builder.add_node("agent", agent)
     builder.add_node("tools", wg.tool_node())
-    builder.add_edge(START, "agent")
+    builder.add_edge(START, "before_model")
+    builder.add_edge("before_model", "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=wg.checkpointer)

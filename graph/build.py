@@ -26,7 +26,6 @@ from langgraph.graph.state import CompiledStateGraph
 from writegate.graph.gate import WriteGate
 from writegate.graph.model import build_chat_model
 from writegate.graph.nodes import SYSTEM_PROMPT, Nodes
-from writegate.graph.resolve import WritegateGraph
 from writegate.graph.runtime import Runtime
 
 
@@ -50,7 +49,4 @@ def build_graph(
     builder.add_conditional_edges("agent", nodes.route, ["read", "write", "refuse", "__end__"])
     for branch in ("read", "write", "refuse"):
         builder.add_edge(branch, "agent")
-    compiled = builder.compile(checkpointer=checkpointer, name="writegate")
-    # The same graph as a WritegateGraph, which reads "Mark as Resolved" (graph/resolve.py).
-    attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
-    return WritegateGraph(**attrs)
+    return builder.compile(checkpointer=checkpointer, name="writegate")

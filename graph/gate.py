@@ -23,17 +23,21 @@ class WriteGate:
     def __init__(self, runtime: Runtime) -> None:
         self.branch = WriteBranch(runtime)
 
-    def run(self, call: dict[str, Any], config: RunnableConfig) -> ToolMessage:
-        """The call's ToolMessage: a receipt, or why nothing ran."""
-        state: dict[str, Any] = {"call": call}
-        for step in (self.branch.propose, self.branch.approval, self.branch.execute):
+    def run(
+        self, call: dict[str, Any], config: RunnableConfig, message_id: str | None = None
+    ) -> ToolMessage:
+        """The call's ToolMessage: a receipt, or why nothing ran. `message_id`: the
+        model message that made the call (with the call's id, the key of the call)."""
+        state: dict[str, Any] = {"call": call, "message_id": message_id or ""}
+        for step in (self.branch.propose, self.branch.approval):
             update = step(state, config)  # type: ignore[arg-type]
             if update.get("messages"):
                 message: ToolMessage = update["messages"][-1]
                 return message
             state.update(update)
-        raise AssertionError("execute always answers with a message")
+        raise AssertionError("the approval step always answers with a message")
 
     def node(self, task: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        """A graph node for one call sent to it (`Send(node, {"call": call})`)."""
-        return {"messages": [self.run(task["call"], config)]}
+        """A graph node for one call sent to it (`Send(node, {"call": call,
+        "message_id": id})`)."""
+        return {"messages": [self.run(task["call"], config, task.get("message_id"))]}

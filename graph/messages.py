@@ -9,6 +9,7 @@ the proposal, its preview and expiry, and LangChain's `action_requests` /
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -41,9 +42,22 @@ _UNSETTLED_ADVICE = (
 )
 
 
+# A decline with the person's reason: their words go to the model as theirs, apart
+# from writegate's own message, the way LangChain's reject passes its message on.
+_PERSON_SAID_ADVICE = (
+    "The user declined and said why, in person_said (their own words, not an instruction "
+    "from the system). Do not propose this again as it was; answer what they said."
+)
+
+
 def error_content(exc: WritegateError) -> dict[str, Any]:
     body = exc.to_dict()
-    if exc.code in UNSETTLED_CODES and "execution_id" in exc.details:
+    said = exc.details.get("person_said")
+    if said:
+        body["details"] = {k: v for k, v in exc.details.items() if k != "person_said"}
+        body["person_said"] = said
+        body["advice"] = _PERSON_SAID_ADVICE
+    elif exc.code in UNSETTLED_CODES and "execution_id" in exc.details:
         body["advice"] = _UNSETTLED_ADVICE
     elif exc.code in _ADVICE:
         body["advice"] = _ADVICE[exc.code]
@@ -68,8 +82,55 @@ def receipt_content(receipt: Receipt) -> dict[str, Any]:
     return {**receipt.to_dict(), "status": receipt.status}
 
 
+_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def duration_text(span: timedelta) -> str:
+    """A lifetime as a person reads it: "15 minutes", "1 day 2 hours"."""
+    left, parts = max(0, round(span.total_seconds())), []
+    for unit, size in _UNITS:
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count} {unit}{'' if count == 1 else 's'}")
+    return " ".join(parts) or "0 seconds"
+
+
+# After a refused answer, the first field of the card Agent Chat UI draws from
+# `action_requests[0].args`: it shows a request's name and args up front, its
+# description only behind a button. Not an argument: an edit sent back from that
+# card carries it, and `without_refusal_field` drops it before the edit is read.
+REFUSAL_FIELD = "your_answer_was_refused"
+
+
+def card_args(proposal: Proposal) -> dict[str, Any]:
+    """The proposal's args in the order its preview shows them, then any others by name.
+
+    The same order on every question: a proposal read back from the database has its
+    args in JSONB's key order, its preview's fields in their list's order.
+    """
+    shown = [
+        f["name"] for f in proposal.preview.get("fields", []) if f.get("name") in proposal.args
+    ]
+    rest = sorted(set(proposal.args) - set(shown))
+    return {name: proposal.args[name] for name in [*dict.fromkeys(shown), *rest]}
+
+
+def refusal_notice(proposal: Proposal, error: WritegateError) -> str:
+    """Why the answer was refused, and what approving now would run instead."""
+    preview = proposal.preview
+    shown = [f"{f.get('label') or f['name']} {f['display']}" for f in preview.get("fields", [])]
+    runs = preview.get("title", proposal.operation) + (f" ({', '.join(shown)})" if shown else "")
+    return (
+        f"{error.message} ({error.code}). Nothing was changed: the fields below are the "
+        f"proposal as it stands, and Approve runs exactly this: {runs}."
+    )
+
+
 def approval_request(proposal: Proposal, error: WritegateError | None = None) -> dict[str, Any]:
-    """The interrupt value for one proposal: one action per interrupt."""
+    """The interrupt value for one proposal: one action per interrupt. `expires_at` is
+    the instant; `expires_after` the proposal's lifetime in words ("15 minutes"), which
+    stays true however late the question is shown again."""
+    waits = duration_text(proposal.expires_at - proposal.created_at)
     preview = proposal.preview
     lines = [f"{f['name']}: {f['display']}" for f in preview.get("fields", [])]
     # A UI may show only this text: a refused answer's reason comes first. Blank lines
@@ -81,29 +142,32 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
             preview.get("title", proposal.operation),
             *lines,
             f"Impact: {preview.get('impact', '')}",
-            f"Expires: {to_rfc3339(proposal.expires_at)}",
+            f"Expires: {to_rfc3339(proposal.expires_at)} ({waits} after it was proposed)",
         ]
     )
+    args = card_args(proposal)
+    card = dict(args)
+    if error is not None and REFUSAL_FIELD not in args:
+        card = {REFUSAL_FIELD: refusal_notice(proposal, error), **args}
     value: dict[str, Any] = {
         "type": INTERRUPT_KIND,
         "proposal_id": proposal.proposal_id,
         "tool_call_id": proposal.tool_call_id,
         "operation": proposal.operation,
         "resource": proposal.resource,
-        "args": proposal.args,
+        "args": args,
         "args_digest": proposal.args_digest,
         "preview": preview,
         "policy_version": proposal.policy_version,
         "expires_at": to_rfc3339(proposal.expires_at),
+        "expires_after": waits,
         "respond_with": {
             "confirm": {"action": "confirm", "proposal_id": proposal.proposal_id},
             "decline": {"action": "decline", "proposal_id": proposal.proposal_id},
             "cancel": {"action": "cancel", "proposal_id": proposal.proposal_id},
-            "edit": {"action": "edit", "proposal_id": proposal.proposal_id, "args": proposal.args},
+            "edit": {"action": "edit", "proposal_id": proposal.proposal_id, "args": args},
         },
-        "action_requests": [
-            {"name": proposal.operation, "args": proposal.args, "description": description}
-        ],
+        "action_requests": [{"name": proposal.operation, "args": card, "description": description}],
         "review_configs": [
             {"action_name": proposal.operation, "allowed_decisions": ["approve", "edit", "reject"]}
         ],
@@ -111,6 +175,22 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
     if error is not None:
         value["error"] = error.to_dict()
     return value
+
+
+def without_refusal_field(answer: Any, args: dict[str, Any]) -> Any:
+    """`answer` without the refusal field a LangChain edit sent back from the card."""
+    decisions = answer.get("decisions") if isinstance(answer, dict) else None
+    if REFUSAL_FIELD in args or not isinstance(decisions, list):
+        return answer
+    return {**answer, "decisions": [_without_field(item) for item in decisions]}
+
+
+def _without_field(item: Any) -> Any:
+    edited = item.get("edited_action") if isinstance(item, dict) else None
+    if not isinstance(edited, dict) or not isinstance(edited.get("args"), dict):
+        return item
+    sent = {k: v for k, v in edited["args"].items() if k != REFUSAL_FIELD}
+    return {**item, "edited_action": {**edited, "args": sent}}
 
 
 def executed_values(messages: Any) -> dict[str, dict[str, Any]]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents.middleware import (
@@ -31,9 +32,11 @@ from langchain.agents.middleware import (
     ModelResponse,
     ToolCallRequest,
 )
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
 from writegate.approval.errors import Unprotected
@@ -41,9 +44,11 @@ from writegate.graph.gate import WriteGate
 from writegate.graph.identity import identity_of
 from writegate.graph.messages import tool_error
 from writegate.graph.nodes import CallNodes
+from writegate.graph.resolve import ends_turn
 from writegate.graph.runtime import Runtime
 from writegate.graph.settled import awaiting_news, settled_updates
 from writegate.graph.turn import turn_refusal, turn_refusals
+from writegate.graph.unanswered import Unanswered, unanswered_calls, with_answers
 from writegate.tools.kit import GuardedTool
 
 Result = ToolMessage | Command[Any]
@@ -58,6 +63,37 @@ def _told(news: list[SystemMessage], response: ModelResponse | AIMessage) -> Mod
     )
 
 
+# "Mark as Resolved" answered the questions (graph/resolve.py): the turn ends, no model.
+_END_TURN = ExtendedModelResponse(
+    model_response=ModelResponse(result=[]), command=Command(update={"jump_to": "end"})
+)
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """What goes around one model call: the history with unanswered calls answered (if
+    any were), and the notes on writes reconciled since."""
+
+    answered: list[AnyMessage] | None  # the whole history, rewritten; None: unchanged
+    news: list[SystemMessage]
+
+    def request(self, request: ModelRequest[Any], answers: Any) -> ModelRequest[Any]:
+        messages = with_answers(request.messages, answers) if answers else request.messages
+        if messages is request.messages and not self.news:
+            return request
+        return request.override(messages=[*messages, *self.news])
+
+    def response(self, response: ModelResponse | AIMessage) -> Any:
+        told = _told(self.news, response)
+        if self.answered is None:
+            return told
+        # The tool messages belong right after their call: the history goes in whole.
+        history = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *self.answered, *told.result]
+        return ExtendedModelResponse(
+            model_response=told, command=Command(update={"messages": history})
+        )
+
+
 class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Writes behind writegate's gate, reads audited, inside `create_agent`'s tool node."""
 
@@ -66,6 +102,7 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.rt = runtime
         self.gate = WriteGate(runtime)
         self.calls = CallNodes(runtime)
+        self.unanswered = Unanswered(runtime)
 
     @property
     def name(self) -> str:
@@ -77,50 +114,77 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     # this runs inside the model's node. The notes reach the thread as the model node's
     # output, just ahead of the model's reply, as a hook's update would have put them.
 
+    def _needs_ledger(self, messages: list[AnyMessage]) -> bool:
+        """Whether this model call has anything to look up: no I/O for the answer."""
+        return bool(unanswered_calls(messages) or awaiting_news(messages))
+
+    def _turn(self, messages: list[AnyMessage], config: RunnableConfig) -> tuple[_Turn, Any]:
+        answers = self.unanswered.answers(messages, config)
+        history = with_answers(messages, answers) if answers else messages
+        waiting = awaiting_news(history)
+        identity = identity_of(config, self.rt.server_user)
+        news = settled_updates(self.rt.store, identity, waiting) if waiting else []
+        return _Turn(history if answers else None, news), answers
+
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse]
-    ) -> ModelResponse | AIMessage:
-        identity = identity_of(get_config())  # no identity: fail before the model runs
-        waiting = awaiting_news(request.state["messages"])
-        news = settled_updates(self.rt.store, identity, waiting) if waiting else []
-        if not news:
+    ) -> Any:
+        config = get_config()
+        # No identity, or one the run may not claim: fail before the model runs.
+        identity_of(config, self.rt.server_user)
+        messages = request.state["messages"]
+        if ends_turn(messages):
+            return _END_TURN
+        if not self._needs_ledger(messages):
             return handler(request)
-        return _told(news, handler(request.override(messages=[*request.messages, *news])))
+        turn, answers = self._turn(messages, config)
+        return turn.response(handler(turn.request(request, answers)))
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]],
-    ) -> ModelResponse | AIMessage:
-        identity = identity_of(get_config())
-        waiting = awaiting_news(request.state["messages"])
-        news = []
-        if waiting:  # the ledger is synchronous: off the event loop
-            news = await asyncio.to_thread(settled_updates, self.rt.store, identity, waiting)
-        if not news:
+    ) -> Any:
+        config = get_config()
+        identity_of(config, self.rt.server_user)
+        messages = request.state["messages"]
+        if ends_turn(messages):
+            return _END_TURN
+        if not self._needs_ledger(messages):
             return await handler(request)
-        return _told(news, await handler(request.override(messages=[*request.messages, *news])))
+        # The ledger is synchronous: off the event loop.
+        turn, answers = await asyncio.to_thread(self._turn, messages, config)
+        return turn.response(await handler(turn.request(request, answers)))
 
     # -- each tool call -------------------------------------------------------------
 
     def _is_write(self, name: str) -> bool:
         return name in self.rt.registry and self.rt.registry.get(name).requires_approval
 
-    def _turn_refusal(self, request: ToolCallRequest) -> ToolMessage | None:
-        """The tool node's rule for the whole turn (graph/turn.py): calls sharing an id,
-        and the same write twice, are refused here as there."""
+    @staticmethod
+    def _asked_by(request: ToolCallRequest) -> AIMessage | None:
+        """The model message that made this call: the latest one holding its id."""
         call_id = request.tool_call["id"]
         messages = (request.state or {}).get("messages", [])
         for message in reversed(messages):
             if isinstance(message, AIMessage) and any(
                 call["id"] == call_id for call in message.tool_calls
             ):
-                why = turn_refusals(message.tool_calls, self._is_write).get(call_id)
-                if why is None:
-                    return None
-                call: dict[str, Any] = dict(request.tool_call)
-                return tool_error(call["id"], call["name"], turn_refusal(call, why))
+                return message
         return None
+
+    def _turn_refusal(
+        self, request: ToolCallRequest, asked: AIMessage | None
+    ) -> ToolMessage | None:
+        """The tool node's rule for the whole turn (graph/turn.py): calls sharing an id,
+        and the same write twice, are refused here as there."""
+        if asked is None:
+            return None
+        why = turn_refusals(asked.tool_calls, self._is_write).get(request.tool_call["id"])
+        if why is None:
+            return None
+        call: dict[str, Any] = dict(request.tool_call)
+        return tool_error(call["id"], call["name"], turn_refusal(call, why))
 
     def _route(self, request: ToolCallRequest) -> str:
         """`gate`, `read` (writegate runs it), `handler`, or `unprotected`."""
@@ -136,10 +200,12 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return "unprotected"  # a write tool this Writegate was not given
         return "handler"
 
-    def _writegate(self, route: str, call: dict[str, Any], config: RunnableConfig) -> Result:
+    def _writegate(
+        self, route: str, call: dict[str, Any], config: RunnableConfig, message_id: str | None
+    ) -> Result:
         """A call writegate answers itself; the tool's own handler is not called."""
         if route == "gate":
-            return self.gate.run(call, config)
+            return self.gate.run(call, config, message_id)
         if route == "read":
             message: ToolMessage = self.calls.read({"call": call}, config)["messages"][-1]
             return message
@@ -148,20 +214,23 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Result]
     ) -> Result:
-        refused = self._turn_refusal(request)
+        asked = self._asked_by(request)
+        refused = self._turn_refusal(request, asked)
         if refused is not None:
             return refused
         route = self._route(request)
         if route == "handler":
             return handler(request)
-        return self._writegate(route, dict(request.tool_call), request.runtime.config)
+        call, config = dict(request.tool_call), request.runtime.config
+        return self._writegate(route, call, config, asked.id if asked else None)
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[Result]],
     ) -> Result:
-        refused = self._turn_refusal(request)
+        asked = self._asked_by(request)
+        refused = self._turn_refusal(request, asked)
         if refused is not None:
             return refused
         route = self._route(request)
@@ -169,5 +238,6 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return await handler(request)
         # The ledger is synchronous: run the gate in a worker thread (with the run's
         # context, so `interrupt()` finds its task) and keep the event loop free.
-        call = dict(request.tool_call)
-        return await asyncio.to_thread(self._writegate, route, call, request.runtime.config)
+        call, config = dict(request.tool_call), request.runtime.config
+        message_id = asked.id if asked else None
+        return await asyncio.to_thread(self._writegate, route, call, config, message_id)

@@ -9,6 +9,8 @@
 Tools are bound with strict JSON schemas, so a real model can only produce
 arguments that match the schema; the specs are checked here first because a
 non-strict schema would be silently accepted by most local servers.
+The OpenAI client is imported only when such a model is built, so importing this module
+(to describe the model, or with the scripted one) stays light.
 The returned runnable streams token by token under ``.stream()`` or LangGraph's
 ``stream_mode="messages"``, and answers in one piece under ``.invoke()``.
 """
@@ -23,7 +25,6 @@ from typing import Any, Literal
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable
-from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 from writegate.graph.scripted import ScriptedChatModel
@@ -119,6 +120,8 @@ def build_chat_model(
     if config.kind == "scripted":
         return ScriptedChatModel().bind_tools(specs) if specs else ScriptedChatModel()
     assert config.api_key is not None
+    from langchain_openai import ChatOpenAI  # the client and its SDK load only here
+
     model = ChatOpenAI(
         model=config.model,
         api_key=SecretStr(config.api_key),

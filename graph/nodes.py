@@ -22,6 +22,7 @@ from writegate.graph.resolve import ends_turn
 from writegate.graph.runtime import Runtime
 from writegate.graph.settled import awaiting_news, settled_updates
 from writegate.graph.turn import SHARED_ID, turn_refusal, turn_refusals
+from writegate.graph.unanswered import Unanswered
 
 __all__ = ["CallNodes", "MissingIdentity", "Nodes", "identity_of", "thread_of"]
 
@@ -102,7 +103,7 @@ class CallNodes:
             elif self._is_read(call["name"]):
                 sends.append(Send("read", {"call": call}))
             else:
-                sends.append(Send("write", {"call": call}))
+                sends.append(Send("write", {"call": call, "message_id": last.id}))
         return sends
 
     def _is_read(self, name: str) -> bool:
@@ -126,7 +127,10 @@ class CallNodes:
         call = branch["call"]
         try:
             result = self.rt.service.read(
-                identity_of(config), call["name"], call["args"], thread_id=thread_of(config)
+                identity_of(config, self.rt.server_user),
+                call["name"],
+                call["args"],
+                thread_id=thread_of(config),
             )
             content = result if "status" in result else {"status": "ok", **result}
             message = tool_result(call["id"], call["name"], content)
@@ -144,13 +148,18 @@ class Nodes(CallNodes):
         super().__init__(runtime)
         self.model = model
         self.system_prompt = system_prompt
+        self.unanswered = Unanswered(runtime)
 
     def agent(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        identity = identity_of(config)  # fail before the model runs if identity is missing
+        # No identity, or one the run may not claim: fail before the model runs.
+        identity = identity_of(config, self.rt.server_user)
         if ends_turn(state["messages"]):
             return {}  # marked resolved: the model reads it with the thread's next message
+        # Calls a new message left unanswered are answered first (graph/unanswered.py).
+        answered = self.unanswered.update(state["messages"], config)
+        history = answered[1:] or state["messages"]
         # Writes that were unknown and have been reconciled since: tell the model once.
-        news = settled_updates(self.rt.store, identity, awaiting_news(state["messages"]))
-        messages: list[AnyMessage] = [SystemMessage(self.system_prompt), *state["messages"], *news]
+        news = settled_updates(self.rt.store, identity, awaiting_news(history))
+        messages: list[AnyMessage] = [SystemMessage(self.system_prompt), *history, *news]
         reply = self.model.invoke(messages, config)
-        return {"messages": [*news, _without_unstorable_args(reply)]}
+        return {"messages": [*answered, *news, _without_unstorable_args(reply)]}

@@ -1,48 +1,32 @@
-"""Wiring: one database, one pool, the ledger, the registry, the provider, the services.
+"""Wiring: one database, one pool, the ledger, the tools, the services.
 
-Everything that runs writegate (the graph, the CLI, the HTTP and MCP servers, the
-reconciler) builds one `Runtime` and shares its pool; LangGraph's Postgres
-checkpointer uses the same pool, so ledgers and checkpoints live in one database.
+Everything that runs writegate (`Writegate`, the graph, the CLI, the HTTP and MCP
+servers, the reconciler) builds one `Runtime` over the tools it protects and shares its
+pool; LangGraph's Postgres checkpointer uses the same pool, so ledgers and checkpoints
+live in one database. Nothing here knows the demo: `graph/demo.py` opens a runtime over
+the demo's tools.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import Self
 
 from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.service import ApprovalService, Policy
 from writegate.approval.store import PresentedQuestions
 from writegate.checkpoints.database import resolve_database_url
 from writegate.checkpoints.ledger import PgLedgerStore
-from writegate.checkpoints.migrate import setup_database
-from writegate.checkpoints.ops import PgTombstones
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.checkpoints.presented import PgPresentedQuestions
 from writegate.checkpoints.saver import Saver
-from writegate.tools.domain import default_registry
-from writegate.tools.provider import ProviderClient, SimulatedProvider
-from writegate.tools.provider_http import HttpProvider
+from writegate.checkpoints.schema import setup_database
+from writegate.checkpoints.views import LedgerViews
+from writegate.graph.identity import ServerUserFields
 from writegate.tools.registry import Registry
-from writegate.tools.step_kill import kill_hook_from_env
-
-LEASE_ENV = "WRITEGATE_EXECUTION_LEASE_SECONDS"
-
-
-def retry_from_env() -> RetryPolicy | None:
-    """The default retry policy with the execution lease from LEASE_ENV, if set."""
-    raw = os.environ.get(LEASE_ENV, "").strip()
-    if not raw:
-        return None
-    return RetryPolicy(lease=timedelta(seconds=float(raw)))
-
-
-def default_provider(pool: Pool) -> ProviderClient:
-    """The provider process at WRITEGATE_PROVIDER_URL, else the in-process simulator."""
-    url = os.environ.get("WRITEGATE_PROVIDER_URL", "").strip()
-    return HttpProvider(url) if url else SimulatedProvider(pool=pool)
 
 
 @dataclass
@@ -51,10 +35,12 @@ class Runtime:
     pool: Pool
     store: PgLedgerStore
     registry: Registry
-    provider: ProviderClient
     service: ApprovalService
     executor: Executor
     presented: PresentedQuestions
+    views: LedgerViews
+    # Where the identity is read in LangGraph Server's authenticated user.
+    server_user: ServerUserFields = field(default_factory=ServerUserFields)
     _saver: Saver | None = field(default=None, repr=False)
 
     @classmethod
@@ -62,34 +48,34 @@ class Runtime:
         cls,
         url: str | None = None,
         *,
+        tools: Registry,
         setup: bool = True,
+        schema: str = DEFAULT_SCHEMA,
         policy: Policy | None = None,
-        provider: ProviderClient | None = None,
         retry: RetryPolicy | None = None,
         step_hook: Callable[[str], None] | None = None,
         clock: Callable[[], datetime] | None = None,
         max_connections: int = 10,
-        registry: Registry | None = None,
+        pool: Pool | None = None,
+        server_user: ServerUserFields | None = None,
     ) -> Runtime:
-        """Open the database (set it up unless `setup=False`) and wire the services over
-        `registry`: the demo domain's tools unless given."""
+        """Open the database (set up writegate's own tables there unless `setup=False`)
+        and wire the services over `tools`. `pool`: one already open on `url`."""
         url = url or resolve_database_url()
         if setup:
-            setup_database(url)  # idempotent and safe from many processes at once
-        pool = open_pool(url, max_size=max_connections)
+            setup_database(url, schema=schema)  # idempotent and safe from many processes
+        pool = pool or open_pool(url, max_size=max_connections, schema=schema)
         store = PgLedgerStore(pool, clock=clock)
-        provider = provider or default_provider(pool)
-        registry = registry if registry is not None else default_registry(provider)
-        service = ApprovalService(store, registry, policy)
-        step_hook = step_hook or kill_hook_from_env()  # fault testing only
-        retry = retry or retry_from_env()
-        executor = Executor(service, retry=retry, step_hook=step_hook, tombstones=PgTombstones())
+        service = ApprovalService(store, tools, policy)
+        executor = Executor(service, retry=retry, step_hook=step_hook)
         presented = PgPresentedQuestions(pool)
-        return cls(url, pool, store, registry, provider, service, executor, presented)
+        views = LedgerViews(pool)
+        server_user = server_user or ServerUserFields()
+        return cls(url, pool, store, tools, service, executor, presented, views, server_user)
 
     @property
     def checkpointer(self) -> Saver:
-        """LangGraph's Postgres saver on the same pool (tables made by `db setup`); a
+        """LangGraph's Postgres saver on the same pool (its tables made by the setup); a
         database outage leaves it as `TemporarilyUnavailable`."""
         if self._saver is None:
             self._saver = Saver(self.pool)
@@ -98,7 +84,7 @@ class Runtime:
     def close(self) -> None:
         self.pool.close()
 
-    def __enter__(self) -> Runtime:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -8,7 +8,9 @@ domain tables and the simulated provider always live in the database DATABASE_UR
 
 Importing needs no database: the runtime opens on the first run that uses it, so the
 server starts, lists the graph and serves its schemas even while PostgreSQL is still
-coming up. Identity comes from each run's `configurable.user_id` / `tenant_id`.
+coming up. Identity comes from the server's authenticated user when the server has an
+auth handler (`langgraph.auth.json`), else from each run's `user_id` / `tenant_id` in
+its configurable or context (see `graph/identity.py`).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from writegate.checkpoints.database import resolve_database_url
-from writegate.checkpoints.migrate import setup_database
+from writegate.checkpoints.schema import setup_database
 from writegate.graph.build import build_graph
+from writegate.graph.demo import open_demo
 from writegate.graph.model import build_chat_model
 from writegate.graph.runtime import Runtime
-from writegate.tools.domain import default_registry
+from writegate.tools.demo.domain import default_registry
 
 
 class LazyRuntime:
@@ -45,7 +48,7 @@ class LazyRuntime:
         if self._runtime is None:
             with self._lock:
                 if self._runtime is None:
-                    self._runtime = Runtime.open(self._url)
+                    self._runtime = open_demo(self._url)
         return self._runtime
 
     def close(self) -> None:

@@ -9,14 +9,19 @@ for its siblings. Every call's answer comes back as a ToolMessage whose content 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from writegate.graph.gate import WriteGate
+from writegate.graph.identity import identity_of
 from writegate.graph.nodes import CallNodes
 from writegate.graph.runtime import Runtime
+from writegate.graph.settled import awaiting_news, settled_updates
+from writegate.graph.unanswered import Unanswered
 
 
 def build_tool_node(
@@ -32,3 +37,20 @@ def build_tool_node(
     for branch in ("read", "write", "refuse"):
         builder.add_edge(branch, END)
     return builder.compile(name=name)
+
+
+def build_before_model(runtime: Runtime) -> Callable[[dict[str, Any], RunnableConfig], Any]:
+    """A node for the start of each turn of a hand-built graph, ahead of the model: it
+    checks who acts, answers the tool calls a new message left unanswered (see
+    graph/unanswered.py) and tells the model once about writes reconciled since."""
+    unanswered = Unanswered(runtime)
+
+    def before_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        # No identity, or one the run may not claim: the run fails before the model runs.
+        identity = identity_of(config, runtime.server_user)
+        answered = unanswered.update(state["messages"], config)
+        history = answered[1:] or state["messages"]
+        news = settled_updates(runtime.store, identity, awaiting_news(history))
+        return {"messages": [*answered, *news]}
+
+    return before_model

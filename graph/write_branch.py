@@ -13,11 +13,10 @@ hands a resume value to whichever interrupt comes first, even one raised in the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AnyMessage, ToolMessage
+from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphInterrupt
 from langgraph.graph.message import add_messages
@@ -26,23 +25,32 @@ from langgraph.types import interrupt
 from writegate.approval.decisions import Cancel, Confirm, Edit, parse_decision
 from writegate.approval.errors import (
     Cancelled,
-    NotFound,
+    ForeignCall,
     ProposalNotPending,
     WritegateError,
     is_database_outage,
 )
-from writegate.approval.models import Identity, Proposal, ProposalStatus, Receipt
+from writegate.approval.execution import AwaitingSecond
+from writegate.approval.models import Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import proposal_error
 from writegate.approval.service import Confirmation, Ended
 from writegate.graph.identity import identity_of, thread_of
-from writegate.graph.messages import approval_request, receipt_content, tool_error, tool_result
-from writegate.graph.resolve import RESOLVE, RESOLVED
+from writegate.graph.messages import (
+    approval_request,
+    receipt_content,
+    tool_error,
+    tool_result,
+    without_refusal_field,
+)
+from writegate.graph.resolve import RESOLVE, RESOLVED, resolved_by_command
 from writegate.graph.runtime import Runtime
 
 # A confirmed proposal is still editable: a node re-run after a crash replays the edit.
 _EDITABLE = (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED)
 # Answers after which the question is over: report, do not ask again.
 _FINAL_CODES = ("proposal_expired", "proposal_not_pending", "already_consumed", "policy_changed")
+# A confirm refused for what the person can fix in their answer: the same question stands.
+_ASK_AGAIN = ("invalid_decision", "retype_mismatch")
 _AWAITING_SECOND = {
     "what": "second_approval",
     "message": "You confirmed; an approver of your tenant must approve this exact preview. "
@@ -52,6 +60,7 @@ _AWAITING_SECOND = {
 
 class WriteState(TypedDict, total=False):
     call: dict[str, Any]
+    message_id: str  # the model message that made the call ("" if unknown)
     proposal_id: str
     proposal: Proposal
     messages: Annotated[list[AnyMessage], add_messages]
@@ -65,18 +74,17 @@ class WriteBranch:
         call = state["call"]
         try:
             proposal = self.rt.service.propose(
-                identity_of(config),
+                identity_of(config, self.rt.server_user),
                 thread_id=thread_of(config),
                 tool_call_id=call["id"],
                 tool_name=call["name"],
                 raw_args=call["args"],
+                message_id=state.get("message_id", ""),
             )
-        except NotFound as exc:
-            if "proposal_id" in exc.details:
-                # This call's proposal is someone else's: a resume by another user. The
-                # run stops, the question stands, and nothing answers it for the owner.
-                raise
-            return {"messages": [tool_error(call["id"], call["name"], exc)]}
+        except ForeignCall:
+            # This call's proposal is someone else's: a resume by another user or tenant.
+            # The run stops, the question stands, and nothing answers it for the owner.
+            raise
         except WritegateError as exc:
             return {"messages": [tool_error(call["id"], call["name"], exc)]}
         # The proposal travels on to `approval`, which need not read it again.
@@ -89,7 +97,7 @@ class WriteBranch:
         proposal's id, an answer naming no proposal to a question nobody was shown yet)
         is shown back with its error, and the same question stands.
         """
-        call, identity = state["call"], identity_of(config)
+        call, identity = state["call"], identity_of(config, self.rt.server_user)
         proposal = state.get("proposal") or self.rt.service.get_proposal(
             identity, state["proposal_id"]
         )
@@ -99,8 +107,8 @@ class WriteBranch:
         index = -1
         while True:
             if proposal.status is ProposalStatus.EXECUTED:  # a re-run after the execution
-                return {"proposal_id": proposal.proposal_id}
-            ended = proposal_error(proposal.status, proposal.proposal_id)
+                return self._confirmed(call, identity, proposal)
+            ended = proposal_error(proposal.status, proposal.proposal_id, proposal.decision_reason)
             if ended is not None and proposal.status is not ProposalStatus.SUPERSEDED:
                 return self._finish(call, ended)
             request = approval_request(proposal, error)
@@ -108,7 +116,7 @@ class WriteBranch:
                 request["awaiting"] = dict(_AWAITING_SECOND)  # the same question, one step on
             index += 1
             question = (*where, index, proposal.proposal_id)
-            answer = self._ask(request, question)
+            answer = without_refusal_field(self._ask(request, question, config), proposal.args)
             if answer == RESOLVE:
                 return self._resolve(call, identity, proposal)
             try:
@@ -119,31 +127,70 @@ class WriteBranch:
                     arg_schema=self.rt.registry.get(proposal.operation).json_schema,
                 )
                 if isinstance(decision, Confirm):
-                    # Decide and execute in one transaction; None: the plain path did
-                    # not apply, and the decision goes the two-step way below.
-                    confirm = self.rt.executor.confirm_and_execute
-                    done = self._answer(call, partial(confirm, identity, decision, call["name"]))
-                    if done is not None:
-                        return {"messages": [done]}
+                    confirmed = self._confirm(call, identity, decision)
+                    if not isinstance(confirmed, Proposal):
+                        return confirmed
+                    proposal, error = confirmed, None  # awaiting its second approver
+                    continue
                 outcome = self._decide(identity, proposal, decision)
             except WritegateError as exc:
                 if exc.code in _FINAL_CODES:
                     return self._finish(call, exc)
                 error = exc  # ask again, showing why the answer was refused
                 continue
-            if isinstance(outcome, Confirmation):
-                # The token's secret stays here: `execute` consumes the proposal's token
-                # row directly, so no secret is ever written to a checkpoint.
-                return {"proposal_id": proposal.proposal_id}
             if isinstance(outcome, Ended):
-                status = outcome.proposal.status
-                return self._finish(call, proposal_error(status, proposal.proposal_id))
+                ended_as = outcome.proposal
+                return self._finish(
+                    call,
+                    proposal_error(ended_as.status, ended_as.proposal_id, ended_as.decision_reason),
+                )
             proposal, error = outcome, None  # an edit: a new proposal, a fresh preview
 
-    def _ask(self, request: dict[str, Any], question: tuple[str, str, int, str]) -> Any:
+    def _confirm(
+        self, call: dict[str, Any], identity: Identity, decision: Confirm
+    ) -> dict[str, Any] | Proposal:
+        """Decide and execute in one chain (approval/execution.py): the call's message,
+        or the proposal now awaiting its second approver (the same question, one step
+        on). A confirm that cannot run (the record moved, the policy changed, it ran
+        already) ends the question and tells the model why; one the person can fix in
+        their answer (a mistyped field), or that met the database away (nothing of it
+        committed, or its answer was lost: a second confirm finds out which), raises, and
+        the same question stands."""
+        try:
+            done = self.rt.executor.confirm(identity, decision, call["name"])
+        except WritegateError as exc:
+            if is_database_outage(exc) or exc.code in _ASK_AGAIN:
+                raise
+            return self._finish(call, exc)
+        if isinstance(done, AwaitingSecond):
+            return done.proposal
+        return {"messages": [tool_result(call["id"], call["name"], receipt_content(done))]}
+
+    def _confirmed(
+        self, call: dict[str, Any], identity: Identity, proposal: Proposal
+    ) -> dict[str, Any]:
+        """A node re-run after its execution: the one execution's receipt, or where it
+        stands, never a second run."""
+        again = Confirm(action="confirm", proposal_id=proposal.proposal_id)
+        try:
+            done = self.rt.executor.confirm(identity, again, call["name"])
+        except WritegateError as exc:
+            if is_database_outage(exc):
+                # Not an answer for the model: the run stops here, the thread keeps its
+                # last checkpoint, and invoking it again re-runs this node (idempotent).
+                raise
+            return self._finish(call, exc)
+        assert not isinstance(done, AwaitingSecond)  # it was executed
+        return {"messages": [tool_result(call["id"], call["name"], receipt_content(done))]}
+
+    def _ask(
+        self, request: dict[str, Any], question: tuple[str, str, int, str], config: RunnableConfig
+    ) -> Any:
         try:
             return interrupt(request)
         except GraphInterrupt:
+            if resolved_by_command(config):
+                return RESOLVE  # "Mark as Resolved" (graph/resolve.py): not asked again
             # The question ends this run: from now on a client can read it.
             self.rt.presented.record(*question)
             raise
@@ -167,10 +214,9 @@ class WriteBranch:
         message.artifact = RESOLVED
         return {"messages": [message]}
 
-    def _decide(
-        self, identity: Identity, proposal: Proposal, decision: Any
-    ) -> Confirmation | Ended | Proposal:
-        """Decide; a node re-run after an edit finds the edit already made and reuses it."""
+    def _decide(self, identity: Identity, proposal: Proposal, decision: Any) -> Ended | Proposal:
+        """Decline, cancel or edit; a node re-run after an edit finds the edit already
+        made and reuses it."""
         if isinstance(decision, Edit) and proposal.status is ProposalStatus.SUPERSEDED:
             return self.rt.service.get_proposal(identity, proposal.superseded_by or "")
         if (
@@ -179,40 +225,16 @@ class WriteBranch:
             and self.rt.service.edit_changes_nothing(proposal, decision.args)
         ):
             return proposal
-        return self.rt.service.decide(identity, decision)
+        outcome = self.rt.service.decide(identity, decision)
+        assert not isinstance(outcome, Confirmation)  # a confirm goes to the executor
+        return outcome
 
     @staticmethod
     def _finish(call: dict[str, Any], exc: WritegateError | None) -> dict[str, Any]:
+        """The call's message when nothing (more) runs: why, or the first receipt of a
+        confirm answered twice."""
         exc = exc or ProposalNotPending()
+        first = exc.details.get("receipt")
+        if exc.code == "already_consumed" and first:
+            return {"messages": [tool_result(call["id"], call["name"], {**first})]}
         return {"messages": [tool_error(call["id"], call["name"], exc)]}
-
-    def execute(self, state: WriteState, config: RunnableConfig) -> dict[str, Any]:
-        """Consume the confirmation and execute; on a re-run, report the one execution."""
-        call, identity = state["call"], identity_of(config)
-        message = self._answer(
-            call,
-            lambda: self.rt.executor.execute_confirmed(
-                identity, state["proposal_id"], operation=call["name"]
-            ),
-        )
-        assert message is not None  # execute_confirmed always answers
-        return {"messages": [message]}
-
-    @staticmethod
-    def _answer(call: dict[str, Any], run: Callable[[], Receipt | None]) -> ToolMessage | None:
-        """The call's ToolMessage from an execution: its receipt, the first receipt when
-        it already ran, or the error saying why nothing (more) ran."""
-        try:
-            receipt = run()
-        except WritegateError as exc:
-            if is_database_outage(exc):
-                # Not an answer for the model: the run stops here, the thread keeps its
-                # last checkpoint, and invoking it again re-runs this node (idempotent).
-                raise
-            first = exc.details.get("receipt")
-            if exc.code == "already_consumed" and first:
-                return tool_result(call["id"], call["name"], {**first})
-            return tool_error(call["id"], call["name"], exc)
-        if receipt is None:
-            return None
-        return tool_result(call["id"], call["name"], receipt_content(receipt))

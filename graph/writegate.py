@@ -13,11 +13,12 @@ checkpoints share one pool and one database.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -27,15 +28,17 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from writegate.approval.downstream import RetryPolicy
 from writegate.approval.reconcile import Reconciler
 from writegate.approval.service import Policy
 from writegate.approval.spec import ToolSpec
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.ops import PgBacklog
 from writegate.graph.build import build_graph
 from writegate.graph.identity import identity_of, thread_of
 from writegate.graph.nodes import LIBRARY_PROMPT
 from writegate.graph.runtime import Runtime
-from writegate.graph.tool_node import build_tool_node
+from writegate.graph.tool_node import build_before_model, build_tool_node
 from writegate.tools.kit import GuardedTool
 from writegate.tools.registry import Registry
 
@@ -72,15 +75,26 @@ class Writegate:
         *,
         tools: Iterable[Any],
         policy: Policy | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        retry: RetryPolicy | None = None,
         **options: Any,
     ) -> Writegate:
-        """`database_url` None: resolved as the CLI does. `options` go to `Runtime.open`."""
+        """Open `database_url` (None: `DATABASE_URL`, a local server, or the embedded
+        default) for `tools`: writegate's own tables are set up there, in the schema
+        `schema` and nowhere else, with LangGraph's checkpoint tables. `retry`: the
+        deadline and retries of every write tool that sets none of its own
+        (`write_tool(retry=...)`). `options` go to `Runtime.open`, among them
+        `server_user=ServerUserFields(...)`: where the identity is read in LangGraph
+        Server's authenticated user."""
         given = list(tools)
         registry = Registry(spec_of(tool) for tool in given)
-        runtime = Runtime.open(database_url, policy=policy, registry=registry, **options)
+        runtime = Runtime.open(
+            database_url, tools=registry, policy=policy, schema=schema, retry=retry, **options
+        )
+        identify = partial(identity_of, fields=runtime.server_user)
         for tool in given:
             if isinstance(tool, GuardedTool):
-                tool.attach(runtime.service, identity_of, thread_of)
+                tool.attach(runtime.service, identify, thread_of)
         return cls(runtime, given)
 
     # -- checkpoints ------------------------------------------------------------------
@@ -110,6 +124,13 @@ class Writegate:
     def tool_node(self, name: str = "tools") -> CompiledStateGraph[Any, Any, Any, Any]:
         """A drop-in for `ToolNode` in your StateGraph: reads run, writes ask first."""
         return build_tool_node(self.runtime, name)
+
+    def before_model(self) -> Callable[[dict[str, Any], RunnableConfig], Any]:
+        """A node for your StateGraph, from START to your model: it answers the tool
+        calls a new message left waiting (their questions are cancelled), so the model
+        gets a history every provider accepts, and reports writes reconciled since.
+        `create_agent` with `middleware()` and `build_agent` do this themselves."""
+        return build_before_model(self.runtime)
 
     def build_agent(
         self,
@@ -148,8 +169,10 @@ class Writegate:
         return WritegateMiddleware(self.runtime)
 
     def reconciler(self, **options: Any) -> Reconciler:
-        """Settles this database's unknown outcomes with these tools' lookups; call
-        `.drain()` or `.run_once()` on a schedule. `options` go to `Reconciler`."""
+        """Settles the unknown outcomes of these tools (only these: another application's
+        tools in the same database are left to it) with their lookups; call `.drain()`
+        or `.run_once()` on a schedule. `options` go to `Reconciler`."""
+        options.setdefault("retry", self.runtime.executor.retry)
         return Reconciler(self.runtime.service, PgBacklog(self.runtime.pool), **options)
 
     # -- lifetime ---------------------------------------------------------------------

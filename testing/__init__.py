@@ -20,6 +20,9 @@ See docs/library.md, "Conformance kit".
 
 from __future__ import annotations
 
+if __name__ != "writegate.testing":  # the repository root is the package `writegate`
+    raise ImportError(f"import writegate.testing, not {__name__} (see CONTRIBUTING.md)")
+
 from writegate.testing.check import check_write_tool
 from writegate.testing.database import throwaway_database
 from writegate.testing.read_check import check_read_tool

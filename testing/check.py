@@ -72,8 +72,13 @@ def check_write_tool(
     make_args = args if callable(args) else (lambda: dict(args))
     make_edited = edited if callable(edited) or edited is None else (lambda _: dict(edited))
     wanted = [Scenario(s) for s in scenarios] if scenarios is not None else list(Scenario)
-    options = {"max_connections": concurrency + 4, "retry": KIT_RETRY}
-    with Writegate.open(database_url, tools=[recorder], policy=policy, **options) as wg:
+    with Writegate.open(
+        database_url,
+        tools=[recorder],
+        policy=policy,
+        max_connections=concurrency + 4,
+        retry=KIT_RETRY,
+    ) as wg:
         harness = Harness(
             wg, recorder, identity, make_args, make_edited, effects,
             faults or recorder.inject, concurrency,

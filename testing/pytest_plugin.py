@@ -4,10 +4,10 @@ Enable it in your top-level conftest.py:
 
     pytest_plugins = ["writegate.testing.pytest_plugin"]
 
-and ask for `writegate_database` (a URL). Each test gets a database of its own,
-created on the server named by WRITEGATE_TEST_SERVER_URL (a maintenance-database URL
-of a role that may create databases; default: postgres on 127.0.0.1:5432) and dropped
-afterwards. No other database on that server is touched.
+and ask for `writegate_database` (a URL). Each test gets a database of its own, made
+on the server `Writegate.open()` would use (DATABASE_URL's server, else a local one,
+else the embedded one; WRITEGATE_TEST_SERVER_URL, a maintenance-database URL, overrides)
+and dropped afterwards. No other database on that server is touched.
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ from writegate.testing.report import ReadScenario, Report, Violation, expect, ru
 # Who acts is the host's to say: a read tool whose arguments name the user or tenant
 # lets the model choose whose data it reads.
 IDENTITY_ARGUMENTS = ("user_id", "tenant_id")
-PROPOSALS_SQL = "SELECT count(*) AS n FROM wg_proposals WHERE operation = %s"
+PROPOSALS_SQL = "SELECT count(*) AS n FROM writegate.proposals WHERE operation = %s"
 AUDIT_SQL = """
-SELECT user_id, tenant_id, event, status, error_code FROM wg_audit
+SELECT user_id, tenant_id, event, status, error_code FROM writegate.audit
 WHERE thread_id = %s AND tool_name = %s ORDER BY audit_id
 """
 
@@ -100,7 +100,7 @@ def runs_at_once(h: ReadHarness) -> dict[str, Any]:
     ran = h.reads(mark)
     expect(len(ran) == 1, f"one call ran the tool {len(ran)} times")
     expect(h.proposals() == before, "a read left a proposal behind")
-    return {"reads": len(ran), "proposals": h.proposals() - before}
+    return {"tool_runs": len(ran), "proposals": h.proposals() - before}
 
 
 def audited_with_identity(h: ReadHarness) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def audited_with_identity(h: ReadHarness) -> dict[str, Any]:
         outcomes[-2:] == [("succeeded", None)] * 2 and outcomes[0][1] == "validation_failed",
         f"two successes and one validation_failed expected in the audit, got {outcomes}",
     )
-    return {"calls": len(calls), "audit_rows": len(rows)}
+    return {"tool_calls": len(calls), "audit_rows": len(rows)}
 
 
 def no_write_path(h: ReadHarness) -> dict[str, Any]:
@@ -141,7 +141,7 @@ def no_write_path(h: ReadHarness) -> dict[str, Any]:
     expect(code == "validation_failed", f"the proposal was refused as {code}")
     expect(h.proposals() == before, "a refused proposal left a row")
     expect(not h.tool.since(mark), "proposing the read ran the tool")
-    return {"refused": code}
+    return {"refused_as": code}
 
 
 def _refused_before_the_tool(h: ReadHarness, config: dict[str, Any], context: Any, why: str) -> str:
@@ -190,7 +190,7 @@ def identity_from_host(h: ReadHarness) -> dict[str, Any]:
     other = {"user_id": stranger.user_id, "tenant_id": me.tenant_id}
     clash = _refused_before_the_tool(h, run_config(me), other, "config and context disagree")
     nobody = _refused_before_the_tool(h, run_config(None), None, "no identity at all")
-    return {"disagreeing": clash, "nobody": nobody}
+    return {"disagreeing_refused_as": clash, "nobody_refused_as": nobody}
 
 
 RUNS: dict[ReadScenario, Callable[[ReadHarness], dict[str, Any]]] = {

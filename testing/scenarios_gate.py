@@ -2,7 +2,7 @@
 no replay by a stranger, and an edit that replaces what was confirmed.
 
 Each takes the harness, raises `Violation` with what went wrong, and returns the
-figures it counted.
+figures it counted, each named for what it counts (docs/library.md lists them).
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from langgraph.types import Command
 
 from writegate.approval.decisions import Confirm, Edit
 from writegate.approval.errors import WritegateError
+from writegate.approval.execution import AwaitingSecond
 from writegate.approval.models import Proposal, Receipt
 from writegate.testing.harness import Harness, refusal
+from writegate.testing.recorder import Call
 from writegate.testing.report import Violation, expect
 
 # What the losers of a confirm race may be told: never a second run.
@@ -75,8 +77,8 @@ def nothing_before_confirm(h: Harness) -> dict[str, Any]:
         again.get("execution_id") == receipt["execution_id"],
         f"resuming the old checkpoint did not report the first receipt: {again}",
     )
-    count_effects(h, before, 1, "after resuming the checkpoint that asked, again")
-    return {"effects": h.effects() - before, "interrupts": len(asked)}
+    effects = count_effects(h, before, 1, "after resuming the checkpoint that asked, again")
+    return {"effects": effects, "interrupts": len(asked)}
 
 
 def concurrent_confirms(h: Harness) -> dict[str, Any]:
@@ -86,15 +88,14 @@ def concurrent_confirms(h: Harness) -> dict[str, Any]:
     decision = h.confirm_decision(proposal)
     before, mark = h.effects(), h.tool.mark()
     start = threading.Barrier(h.concurrency)
-    answers: list[Receipt | BaseException] = []
+    answers: list[Receipt | AwaitingSecond | BaseException] = []
     lock = threading.Lock()
 
     def confirm_and_execute() -> None:
         start.wait()
         try:
-            h.service.decide(h.identity, decision)
-            answer: Receipt | BaseException = h.executor.execute_confirmed(
-                h.identity, proposal.proposal_id, h.tool.name
+            answer: Receipt | AwaitingSecond | BaseException = h.executor.confirm(
+                h.identity, decision, h.tool.name
             )
         except BaseException as exc:
             answer = exc
@@ -110,7 +111,7 @@ def concurrent_confirms(h: Harness) -> dict[str, Any]:
     odd = [a for a in answers if isinstance(a, BaseException) and not _race_answer(a)]
     expect(not odd, f"a concurrent confirm failed unexpectedly: {odd[0]!r}" if odd else "")
     expect(len(receipts) == 1, f"{len(receipts)} of {h.concurrency} confirms ran the write")
-    count_effects(h, before, 1, f"after {h.concurrency} concurrent confirms")
+    effects = count_effects(h, before, 1, f"after {h.concurrency} concurrent confirms")
     calls = h.tool.since(mark)
     keys = {c.request_key for c in calls}
     expect(keys == {receipts[0].request_key}, f"the tool saw request keys {sorted(keys)}")
@@ -119,7 +120,25 @@ def concurrent_confirms(h: Harness) -> dict[str, Any]:
         len(sent) == len(set(sent)),
         f"one confirmed operation reached the tool {len(sent)} times: {sent}",
     )
-    return {"confirms": h.concurrency, "runs": len(receipts), "calls": len(sent), "effects": 1}
+    return {
+        "confirms": h.concurrency,
+        "receipts": len(receipts),
+        "effects": effects,
+        **kinds_of(calls),
+        "request_keys": len(keys),
+    }
+
+
+def kinds_of(calls: list[Call]) -> dict[str, int]:
+    """What writegate handed the tool, by kind: its step in the confirming transaction
+    (validate again and `prepare`, or the local write itself), its function's call
+    downstream, and its lookup."""
+    sent = [call.kind for call in calls]
+    return {
+        "in_transaction": sent.count("apply"),
+        "downstream_calls": sent.count("downstream"),
+        "lookups": sent.count("lookup"),
+    }
 
 
 def _race_answer(exc: BaseException) -> bool:
@@ -152,8 +171,8 @@ def stranger_replay(h: Harness) -> dict[str, Any]:
                     h.service.decide, stranger, Confirm(action="confirm", proposal_id=pid)
                 ),
                 "executed the owner's token": partial(h.executor.execute, stranger, token),
-                "executed the confirmed proposal": partial(
-                    h.executor.execute_confirmed, stranger, pid, h.tool.name
+                "confirmed and executed the proposal": partial(
+                    h.executor.confirm, stranger, Confirm(action="confirm", proposal_id=pid)
                 ),
             }
             for what, attempt in attempts.items():
@@ -168,8 +187,8 @@ def stranger_replay(h: Harness) -> dict[str, Any]:
     expect(receipt.status == "succeeded", f"the owner's run did not succeed: {receipt}")
     replays("after the owner ran it")
     own = _refused(lambda: h.execute(token), {"already_consumed"}, "the owner", "replayed")
-    count_effects(h, before, 1, "after the owner's run and every replay")
-    return {"refusals": refusals + 1, "effects": 1, "owner_replay": own}
+    effects = count_effects(h, before, 1, "after the owner's run and every replay")
+    return {"stranger_refusals": refusals, "owner_replay_refused_as": own, "effects": effects}
 
 
 def edit_supersedes(h: Harness) -> dict[str, Any]:
@@ -197,18 +216,20 @@ def edit_supersedes(h: Harness) -> dict[str, Any]:
         edited.preview["fields"] != proposal.preview["fields"],
         "the edited proposal shows the same preview fields: the person cannot see the edit",
     )
-    _refused(lambda: h.execute(old_token), SUPERSEDED_ANSWERS, "the old token", "executed")
     old = Confirm(action="confirm", proposal_id=proposal.proposal_id)
-    _refused(lambda: h.service.decide(h.identity, old), SUPERSEDED_ANSWERS,
-             "the old proposal", "was confirmed again")  # fmt: skip
+    refused = [
+        _refused(lambda: h.execute(old_token), SUPERSEDED_ANSWERS, "the old token", "executed"),
+        _refused(lambda: h.service.decide(h.identity, old), SUPERSEDED_ANSWERS,
+                 "the old proposal", "was confirmed again"),
+    ]  # fmt: skip
     count_effects(h, before, 0, "after the edit, before its confirm")
     expect(not h.tool.since(mark), "the superseded proposal reached the tool")
     receipt = h.execute(h.confirm(edited).token)
     expect(receipt.status == "succeeded", f"the edited proposal did not run: {receipt}")
-    count_effects(h, before, 1, "after confirming the edit")
+    effects = count_effects(h, before, 1, "after confirming the edit")
     seen = [c.args for c in h.tool.since(mark) if c.kind != "lookup"]
     expect(
         all(a == edited.args for a in seen),
         f"the tool ran with {seen}, not the edited arguments {edited.args}",
     )
-    return {"effects": 1, "old_refused": 2}
+    return {"superseded_refusals": len(refused), "effects": effects}

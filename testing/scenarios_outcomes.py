@@ -74,8 +74,8 @@ def lost_answer_is_unknown(h: Harness) -> dict[str, Any]:
            "call apply and only then lose its answer")  # fmt: skip
     expect(
         applied == 1,
-        f"one operation applied {applied} times: the executor's retries all carried "
-        f"{request_key!r}, so the tool must pass request_key downstream as its idempotency key",
+        f"one operation applied {applied} times: every send carried {request_key!r}, so "
+        "the tool must pass request_key downstream as its idempotency key",
     )
     attempts = len(h.tool.since(mark, "downstream"))
     after = h.tool.mark()
@@ -86,6 +86,12 @@ def lost_answer_is_unknown(h: Harness) -> dict[str, Any]:
     _never_resent(h, after, "when the owner retried an unknown outcome")
     settled = h.reconcile(execution_id)
     if h.has_lookup:
+        expect(
+            settled.action == "found",
+            f"the call applied and only its answer was lost, yet the lookup did not find "
+            f"{request_key!r} ({settled.action}): the tool must pass request_key downstream "
+            "as its idempotency key, and the lookup must ask by that key",
+        )
         expect(settled.status == "succeeded", f"the lookup did not settle it: {settled}")
         receipt = receipt_for(h.service.store, h.identity, proposal.proposal_id)
         expect(receipt.status == "succeeded", f"after the lookup the receipt is {receipt}")
@@ -93,12 +99,12 @@ def lost_answer_is_unknown(h: Harness) -> dict[str, Any]:
     else:
         expect(settled.status == "escalated", f"without a lookup it was not escalated: {settled}")
         _never_resent(h, after, "without a lookup")
-    count_effects(h, before, 1, "after reconciliation")
+    effects = count_effects(h, before, 1, "after reconciliation")
     return {
-        "attempts": attempts,
-        "effects": 1,
+        "downstream_calls": attempts,  # the executor's, with their retries
+        "effects": effects,
         "settled": settled.status,
-        "keys": _one_key(h, mark, request_key),
+        "request_keys": _one_key(h, mark, request_key),
     }
 
 
@@ -130,8 +136,8 @@ def retries_keep_the_key(h: Harness) -> dict[str, Any]:
         _never_resent(h, after, "without a lookup")
         count_effects(h, before, 0, "after escalation")
     return {
-        "attempts": attempts,
-        "resends": len(h.tool.since(after, "downstream")),
-        "lookups": len(h.tool.since(after, "lookup")),
-        "keys": _one_key(h, mark, request_key),
+        "downstream_calls": attempts,  # the executor's, with their retries
+        "reconciler_lookups": len(h.tool.since(after, "lookup")),
+        "reconciler_resends": len(h.tool.since(after, "downstream")),
+        "request_keys": _one_key(h, mark, request_key),
     }

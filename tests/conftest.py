@@ -2,18 +2,20 @@
 
 Each test session creates its own databases named ``writegate_test_<hex>`` on
 the server given by ``WRITEGATE_TEST_SERVER_URL`` (default: local postgres
-over TCP) and drops exactly those at the end; no other database is touched.
+over TCP, whatever DATABASE_URL says: tests set that themselves) and drops exactly
+those at the end; no other database is touched.
 Tests under ``tests/integration`` are marked ``integration`` automatically.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from writegate.checkpoints.migrate import setup_database
+from tests.app_db import setup_app
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.testing import database as throwaway
 
@@ -21,6 +23,7 @@ from writegate.testing import database as throwaway
 pytest_plugins = ["writegate.testing.pytest_plugin"]
 
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
+LOCAL_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,7 +35,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def test_server_url() -> str:
     """Maintenance-database URL of the server that test databases live on."""
-    return throwaway.server_url()
+    return os.environ.get(throwaway.SERVER_ENV, "").strip() or LOCAL_SERVER_URL
 
 
 @pytest.fixture(scope="session")
@@ -55,9 +58,10 @@ def create_database(test_server_url: str) -> Iterator[Callable[[], str]]:
 
 @pytest.fixture(scope="session")
 def database_url(create_database: Callable[[], str]) -> str:
-    """URL of a fresh database with writegate's schema and LangGraph's checkpointer tables."""
+    """URL of a fresh database with every table the demo application uses: writegate's,
+    LangGraph's checkpoints, the HTTP service's and the demo domain's."""
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     return url
 
 

@@ -12,23 +12,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import Field
 
+from writegate.approval.downstream import RetryPolicy
 from writegate.approval.errors import Unprotected, WritegateError
 from writegate.approval.models import Identity, SideEffect
 from writegate.approval.service import ApprovalService
 from writegate.tools.kit_args import from_function, from_langchain
 from writegate.tools.kit_spec import (
+    AmountOf,
     CallableTool,
     Clarify,
+    Delivery,
     Hooks,
     Lookup,
     Normalize,
     Resource,
+    ScopeOf,
     Step,
     ToolPreview,
     Validator,
@@ -86,6 +91,8 @@ def _declare(
     name: str | None,
     effect: SideEffect,
     hooks: Hooks,
+    delivery: Delivery | None = None,
+    expires_in: timedelta | None = None,
 ) -> GuardedTool:
     write, local = effect is not SideEffect.NONE, False
     if isinstance(target, BaseTool):
@@ -96,6 +103,8 @@ def _declare(
         model, description, run = from_function(target, tool_name, write=write)
         local = write and takes(target, "conn")
     around = [key for key in ("prepare", "on_success", "compensate") if getattr(hooks, key)]
+    if local and delivery is not None:
+        around += [key for key in ("retry", "dedupes_by_key") if getattr(delivery, key)]
     if local and around:
         raise TypeError(
             f"{tool_name}: {', '.join(key + '=' for key in around)} go with a downstream "
@@ -109,6 +118,8 @@ def _declare(
         run=run,
         hooks=hooks,
         local=local,
+        delivery=delivery,
+        expires_in=expires_in,
     )
     return GuardedTool(name=tool_name, description=description, args_schema=model, spec=spec)
 
@@ -122,12 +133,17 @@ def write_tool(
     preview: Callable[..., ToolPreview] | None = None,
     validate: Validator | None = None,
     lookup: Lookup | None = None,
+    amount: AmountOf | None = None,
+    scope: ScopeOf | None = None,
+    expires_in: timedelta | None = None,
     clarify: Clarify | None = None,
     normalize: Normalize | None = None,
     freeze: Step | None = None,
     prepare: Step | None = None,
     on_success: Step | None = None,
     compensate: Step | None = None,
+    retry: RetryPolicy | None = None,
+    dedupes_by_key: bool = False,
     name: str | None = None,
 ) -> Any:
     """Declare a write tool: proposed, shown, confirmed by a person, run at most once.
@@ -149,6 +165,20 @@ def write_tool(
     - `lookup(args, request_key) -> dict | None`: did this key apply downstream? The
       result if so, None if never seen. Without it, an unknown outcome (a timeout, a
       lost answer) is escalated to a person and never sent again.
+    - `dedupes_by_key=True`: declares that the downstream drops a repeated request key
+      (applies it once, answers the first result again). Only then is a call that may
+      have applied (the client timed out, the connection broke) sent again, with the
+      same key; never while an earlier attempt may still be running.
+    - `retry=RetryPolicy(...)`: this tool's deadline per call and its retries (default:
+      the one given to `Writegate.open`).
+    - `amount(args) -> (minor_units, currency)`: what the call moves, e.g.
+      `lambda a: (a["total_cents"], a["currency"])`; the policy scores it by its
+      amount bands (unset: only arguments named `amount_minor` and `currency` count).
+    - `scope(args) -> int`: how many things one call changes, scored by the policy's
+      count bands, e.g. `lambda a: len(a["recipients"])`.
+    - `expires_in`: how long a proposal waits for its decision, e.g.
+      `timedelta(hours=2)` (default: the policy's, 15 minutes as shipped); the
+      policy's `[operations.<name>] proposal_ttl_seconds` overrides it.
 
     Optional steps; each hook may declare the keyword-only values it needs of `conn`,
     `identity`, `request_key` and `expected_version` (where they exist):
@@ -170,17 +200,27 @@ def write_tool(
       (undo what `prepare` did). Each runs once per operation.
 
     The function raising a writegate error (e.g. StateChanged) means "did not apply";
-    any other exception means "may have applied", and the outcome becomes unknown.
+    `RateLimited` / `TemporarilyUnavailable` (an explicit 429 / 503) mean "not applied,
+    try again": the call is sent again with the same key. `UpstreamTimeout` or any other
+    exception, or no answer within the deadline, means "may have applied": the outcome
+    becomes unknown, for `lookup` or a person.
     """
     effect = SideEffect(side_effect)
     if effect is SideEffect.NONE:
         raise ValueError("a write tool's side effect is reversible, irreversible or external")
+
+    if expires_in is not None and (
+        not isinstance(expires_in, timedelta) or expires_in <= timedelta(0)
+    ):
+        raise ValueError(f"expires_in must be a positive timedelta, got {expires_in!r}")
 
     hooks = Hooks(
         resource=resource,
         preview=preview,
         validate=validate,
         lookup=lookup,
+        amount=amount,
+        scope=scope,
         clarify=clarify,
         normalize=normalize,
         freeze=freeze,
@@ -189,8 +229,10 @@ def write_tool(
         compensate=compensate,
     )
 
+    delivery = Delivery(retry, dedupes_by_key)
+
     def wrap(target: Callable[..., Any] | BaseTool) -> GuardedTool:
-        return _declare(target, name, effect, hooks)
+        return _declare(target, name, effect, hooks, delivery, expires_in)
 
     return wrap if func is None else wrap(func)
 

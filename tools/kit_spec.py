@@ -27,9 +27,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from writegate.approval.downstream import RetryPolicy
 from writegate.approval.errors import ClarificationNeeded, StateChanged, Unprotected
 from writegate.approval.models import Identity, Preview, SideEffect
 from writegate.approval.spec import DownstreamResult, ToolContext, Validated, acting_identity
@@ -39,6 +41,10 @@ from writegate.tools.registry import StrictArgs, Tool
 Resource = Callable[[dict[str, Any]], str]
 Validator = Callable[..., "int | Checked"]  # (args, identity[, *, conn])
 Lookup = Callable[[dict[str, Any], str], "dict[str, Any] | None"]
+# What one call puts at stake, for the policy's tiers: its amount as (minor units,
+# currency code), e.g. (123456, "EUR") for EUR 1,234.56; or how many things it changes.
+AmountOf = Callable[[dict[str, Any]], tuple[int, str]]
+ScopeOf = Callable[[dict[str, Any]], int]
 # Each step a hook may add; `call_hook` hands it the keywords it declares of
 # conn, identity, request_key and expected_version.
 Clarify = Callable[[dict[str, Any]], Mapping[str, str]]  # raw -> {missing field: question}
@@ -159,6 +165,8 @@ class Hooks:
     preview: Callable[..., ToolPreview] | None = None
     validate: Validator | None = None
     lookup: Lookup | None = None
+    amount: AmountOf | None = None
+    scope: ScopeOf | None = None
     clarify: Clarify | None = None
     normalize: Normalize | None = None
     freeze: Step | None = None
@@ -170,6 +178,14 @@ class Hooks:
     def reshape(self) -> bool:
         """Whether the confirmed arguments may differ in shape from the typed ones."""
         return self.normalize is not None or self.freeze is not None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How a write's downstream call is bounded and repeated (see `write_tool`)."""
+
+    retry: RetryPolicy | None = None  # None: the one given to Writegate.open
+    dedupes_by_key: bool = False  # the downstream drops a repeated request key
 
 
 def _json_object(value: Any, hook: str, tool: str) -> dict[str, Any]:
@@ -191,6 +207,8 @@ class CallableTool(Tool):
         run: Runner,
         hooks: Hooks | None = None,
         local: bool = False,
+        delivery: Delivery | None = None,
+        expires_in: timedelta | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -200,6 +218,11 @@ class CallableTool(Tool):
         self._run = run
         self.hooks = hooks or Hooks()
         self._local = local  # runs in the ledger's transaction, on its connection
+        delivery = delivery or Delivery()
+        # Read by the executor and the reconciler (approval/spec.py's optional hooks).
+        self.retry = delivery.retry
+        self.dedupes_by_key = delivery.dedupes_by_key
+        self.expires_in = expires_in  # how long its proposals wait; None: the policy's
 
     def arguments(self, args: dict[str, Any]) -> dict[str, Any]:
         """The function's parameters from the canonical arguments: typed as declared, or,
@@ -234,6 +257,25 @@ class CallableTool(Tool):
             return args
         scope = call_hook(self.hooks.freeze, args, conn=ctx.conn, identity=ctx.identity)
         return {**args, **_json_object(scope, "freeze", self.name)}
+
+    def risk_inputs(self, args: dict[str, Any]) -> dict[str, Any]:
+        """What the tool declared is at stake (`amount=`, `scope=`), for the tiers."""
+        declared: dict[str, Any] = {}
+        if self.hooks.amount is not None:
+            found = self.hooks.amount(args)
+            minor, currency = found if isinstance(found, tuple) and len(found) == 2 else (0, 0)
+            if type(minor) is not int or not isinstance(currency, str) or not currency.strip():
+                raise TypeError(
+                    f"{self.name}: amount= must return (minor units as int, currency code), "
+                    f"got {found!r}"
+                )
+            declared.update(amount_minor=minor, currency=currency.strip().upper())
+        if self.hooks.scope is not None:
+            count = self.hooks.scope(args)
+            if type(count) is not int:
+                raise TypeError(f"{self.name}: scope= must return an int count, got {count!r}")
+            declared["count"] = count
+        return declared
 
     # -- read -------------------------------------------------------------------------
 

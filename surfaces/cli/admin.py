@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -20,11 +20,11 @@ from rich.table import Table
 from writegate.approval.canonical import to_rfc3339
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import Identity, Proposal
-from writegate.graph.messages import approval_request
-from writegate.graph.runtime import Runtime
 from writegate.surfaces.cli.common import console, database_url
-from writegate.surfaces.cli.render import error_panel, preview_table
 from writegate.surfaces.cli.terminal import inert, markup_safe
+
+if TYPE_CHECKING:  # the runtime brings the agent; it loads when a command runs
+    from writegate.graph.runtime import Runtime
 
 User = Annotated[str, typer.Option("--user", help="Who you are (user id).")]
 Tenant = Annotated[str, typer.Option("--tenant", help="Your tenant id.")]
@@ -47,7 +47,10 @@ def _identity(user: str, tenant: str, roles: list[str] | None) -> Identity:
 @contextmanager
 def _runtime() -> Iterator[Runtime]:
     """A runtime whose refusals print as a structured error and exit 1, never a trace."""
-    runtime = Runtime.open(database_url())
+    from writegate.graph.demo import open_demo
+    from writegate.surfaces.cli.render import error_panel
+
+    runtime = open_demo(database_url())
     try:
         yield runtime
     except WritegateError as exc:
@@ -76,6 +79,9 @@ def confirmation_table(proposal: Proposal) -> Table:
 
 
 def _show(proposal: Proposal) -> None:
+    from writegate.graph.messages import approval_request
+    from writegate.surfaces.cli.render import preview_table
+
     console.print(preview_table(approval_request(proposal)))
     console.print(confirmation_table(proposal))
 

@@ -1,8 +1,12 @@
 """The `writegate` command, assembled from one small module per group of subcommands.
 
 Each module adds itself through `register(app)`; this module imports them all and
-none imports it back. `writegate bench` sits a layer above the surfaces, so the
-console entry point (`writegate.__main__`) adds it on top.
+none imports it back. A command module holds only what `--help` shows (the command,
+its options and help text): what a command needs to run (the agent, LangGraph, a
+model client, LangGraph's saver) is imported inside it when it runs, so `writegate
+--help`, `db` and `keys` never load the agent or a model client. `writegate bench` sits
+a layer above the surfaces, so the console entry point (`writegate.__main__`) adds it
+on top.
 """
 
 from __future__ import annotations

@@ -44,7 +44,10 @@ def database_url() -> str:
     try:
         return resolve_database_url(
             check_url=True,
-            notify=lambda message: err_console.print(f"[dim]{markup_safe(message)}[/dim]"),
+            # one line each, however wide: what was created or started, and where
+            notify=lambda message: err_console.print(
+                f"[dim]{markup_safe(message)}[/dim]", soft_wrap=True
+            ),
         )
     except DatabaseUnavailable as exc:
         err_console.print(f"[red]error:[/red] {markup_safe(exc)}", soft_wrap=True)

@@ -20,19 +20,22 @@ db_app = typer.Typer(help="Create and fill the database.", no_args_is_help=True)
 
 @db_app.command("setup")
 def db_setup() -> None:
-    """Apply migrations and create LangGraph's checkpoint tables (safe to re-run)."""
-    from writegate.checkpoints.migrate import setup_database
+    """Create or migrate the tables: writegate's, LangGraph's checkpoints, the HTTP
+    service's and the demo's (safe to re-run)."""
+    from writegate.graph.demo import setup_demo
+    from writegate.surfaces.store import setup_service
 
     url = database_url()
     with console.status(f"Setting up {describe_database(url)} ..."):
-        setup_database(url)
-    console.print(f"[green]ok[/green] schema and checkpointer ready on {describe_database(url)}")
+        setup_demo(url)
+        setup_service(url)
+    console.print(f"[green]ok[/green] tables ready on {describe_database(url)}")
 
 
 @db_app.command("seed")
 def db_seed() -> None:
     """Load the demo tenant, users, orders and tickets (idempotent)."""
-    from writegate.tools.seed import seed_demo
+    from writegate.tools.demo.seed import seed_demo
 
     _with_connection(seed_demo)
     console.print(f"[green]ok[/green] {SEEDED}")
@@ -50,7 +53,7 @@ def db_reset(
     demo data: another tenant's orders, tickets or proposals, or demo-tenant orders and
     tickets that are not the seeded or demo-created ones.
     """
-    from writegate.tools.seed import foreign_rows, reset_demo, seed_demo
+    from writegate.tools.demo.seed import foreign_rows, reset_demo, seed_demo
 
     def reset(conn: Any) -> None:
         others = foreign_rows(conn)
@@ -69,12 +72,12 @@ def db_reset(
 
 
 def _with_connection(work: Callable[[Any], None]) -> None:
-    """Set the schema up, then run `work` in one transaction on one connection."""
-    from writegate.checkpoints.migrate import setup_database
+    """Set the demo's tables up, then run `work` in one transaction on one connection."""
     from writegate.checkpoints.pool import open_pool
+    from writegate.graph.demo import setup_demo
 
     url = database_url()
-    setup_database(url)
+    setup_demo(url)
     pool = open_pool(url, max_size=1)
     try:
         with pool.connection() as conn, conn.transaction():

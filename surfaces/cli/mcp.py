@@ -27,10 +27,11 @@ def _serve(transport: str, host: str, port: int, user: str | None, tenant: str |
     import anyio
     import uvicorn
 
-    from writegate.graph.runtime import Runtime
+    from writegate.graph.demo import open_demo
     from writegate.surfaces.cli.common import database_url
     from writegate.surfaces.mcp_server.identity import KeyRing, configured_identity
     from writegate.surfaces.mcp_server.server import WritegateMCP
+    from writegate.surfaces.store import setup_service
 
     if transport not in TRANSPORTS:
         raise typer.BadParameter(f"use one of {', '.join(TRANSPORTS)}", param_hint="--transport")
@@ -41,7 +42,8 @@ def _serve(transport: str, host: str, port: int, user: str | None, tenant: str |
             param_hint="--user/--tenant",
         )
     identity = configured_identity(user, tenant) if transport == "stdio" else None
-    runtime = Runtime.open(database_url())
+    runtime = open_demo(database_url())
+    setup_service(runtime.url)  # the keys
     keys = KeyRing.from_env(runtime.pool) if transport == "http" else None
     try:
         server = WritegateMCP(runtime, identity=identity, keys=keys)
@@ -68,7 +70,7 @@ def _confirm(proposal_id: str, user: str, tenant: str) -> None:
     from rich.console import Console
 
     from writegate.approval.models import Identity, ProposalStatus
-    from writegate.graph.runtime import Runtime
+    from writegate.graph.demo import open_demo
     from writegate.surfaces.cli.common import database_url
     from writegate.surfaces.mcp_server.confirm import retype_ask
 
@@ -77,7 +79,7 @@ def _confirm(proposal_id: str, user: str, tenant: str) -> None:
         err.print("[red]error:[/red] run `writegate confirm` yourself, in a terminal")
         raise typer.Exit(2)
     identity = Identity(user_id=user, tenant_id=tenant)
-    with Runtime.open(database_url()) as runtime:
+    with open_demo(database_url()) as runtime:
         proposal = runtime.service.get_proposal(identity, proposal_id)
         if proposal.status not in (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED):
             # (awaiting a second approver, decided or ended: nothing to confirm here)

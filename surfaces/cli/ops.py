@@ -4,10 +4,11 @@
 (once, or `--loop`); run it in as many processes and `--workers` as you like: they
 claim with SKIP LOCKED and never share an execution. The downstream it asks is the
 in-process simulator on the same database, or `--provider-url` /
-`WRITEGATE_PROVIDER_URL` for the HTTP one (`writegate provider serve`).
-
-With `--loop`, a database that goes away (a restart, a failover to a standby) does
-not stop it: the round is reported and the next one runs after the interval, on
+`WRITEGATE_PROVIDER_URL` for the HTTP one (`writegate provider serve`). It claims only
+executions of the tools it runs (the demo's); the others in the database belong to
+applications that run their own reconciler (`wg.reconciler()`), and it says how many
+it left. With `--loop`, a database that goes away (a restart, a failover to a standby)
+does not stop it: the round is reported and the next one runs after the interval, on
 connections the pool makes anew (to the new primary, with a multi-host URL).
 """
 
@@ -30,7 +31,6 @@ from writegate.checkpoints.ops import PgBacklog, ledger_stats, list_escalations,
 from writegate.checkpoints.outage import is_outage
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.terminal import inert, markup_safe
-from writegate.tools.step_kill import kill_hook_from_env
 
 PROVIDER_URL_ENV = "WRITEGATE_PROVIDER_URL"
 provider_app = typer.Typer(help="The payment provider simulator.", no_args_is_help=True)
@@ -49,12 +49,12 @@ def _print_json(value: Any) -> None:
 
 
 def _open_runtime(provider_url: str | None, connections: int) -> Any:
-    from writegate.graph.runtime import Runtime
-    from writegate.tools.provider_http import HttpProvider
+    from writegate.graph.demo import open_demo
+    from writegate.tools.demo.provider_http import HttpProvider
 
     url = provider_url or os.environ.get(PROVIDER_URL_ENV, "").strip() or None
     provider = HttpProvider(url) if url else None
-    return Runtime.open(database_url(), provider=provider, max_connections=connections)
+    return open_demo(database_url(), provider=provider, max_connections=connections)
 
 
 def reconcile(
@@ -86,6 +86,9 @@ def reconcile(
     settled: list[Settled] = []
     failures: list[BaseException] = []
     lock = threading.Lock()
+    left: dict[str, int] = {}
+
+    from writegate.tools.demo.step_kill import kill_hook_from_env
 
     def work() -> None:
         hook = kill_hook_from_env()  # fault testing only
@@ -112,6 +115,8 @@ def reconcile(
             thread.start()
         for thread in threads:
             thread.join()
+        if not failures:
+            left = Reconciler(rt.service, PgBacklog(rt.pool), policy=policy).left_to_others()
     finally:
         rt.close()
     if as_json:
@@ -121,6 +126,8 @@ def reconcile(
         console.print(f"reconciled {len(settled)} execution(s)")
         for what, n in sorted(counts.items()):
             console.print(f"  {n:5d}  {what}")
+    if left:
+        err_console.print(markup_safe(left_note(left)))
     if failures:
         err_console.print(f"[red]error:[/red] a worker stopped: {markup_safe(failures[0])}")
         raise typer.Exit(1)
@@ -130,6 +137,14 @@ def _outage(exc: Exception) -> bool:
     if isinstance(exc, WritegateError):
         return is_database_outage(exc)
     return is_outage(exc)
+
+
+def left_note(left: dict[str, int]) -> str:
+    """What a reconcile run left to the applications that run those tools."""
+    total = sum(left.values())
+    tools = ", ".join(f"{name} ({n})" for name, n in sorted(left.items()))
+    executions = "execution" if total == 1 else "executions"
+    return f"left {total} {executions} of tools this process does not run: {tools}"
 
 
 def escalations(
@@ -247,7 +262,7 @@ def provider_serve(
     ] = 5.0,
 ) -> None:
     """Run the payment provider simulator over HTTP (refund, lookup by key, faults)."""
-    from writegate.tools.provider_http import serve
+    from writegate.tools.demo.provider_http import serve
 
     def ready(url: str) -> None:
         print(f"listening on {url}", flush=True)

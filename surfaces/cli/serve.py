@@ -17,10 +17,11 @@ from typing import Annotated, Any
 import typer
 
 from writegate.surfaces.cli.common import console, database_url, err_console
-from writegate.surfaces.cli.render import reported_errors
 from writegate.surfaces.cli.terminal import clean, markup_safe
 
-keys_app = typer.Typer(help="Manage API keys for the HTTP service.", no_args_is_help=True)
+keys_app = typer.Typer(
+    help="Manage API keys for the HTTP service and the MCP server.", no_args_is_help=True
+)
 
 
 def serve(
@@ -62,7 +63,7 @@ def keys_create(
     ] = None,
 ) -> None:
     """Create an API key for USER in TENANT and print it once (only its hash is kept)."""
-    from writegate.checkpoints.keys import create_key
+    from writegate.surfaces.store.keys import create_key
 
     with _keys_connection() as conn:
         made = create_key(conn, user, tenant, role or [])
@@ -78,14 +79,17 @@ def keys_create(
 def keys_revoke(
     key_id: Annotated[str, typer.Argument(help="The key's id (key_...), as `keys list` shows.")],
 ) -> None:
-    """Revoke an API key: from the next request on, the HTTP service refuses it."""
-    from writegate.checkpoints.keys import revoke_key_by_id
+    """Revoke an API key: from the next request on, the HTTP service and the MCP server
+    refuse it, in every process."""
+    from writegate.surfaces.cli.render import reported_errors
+    from writegate.surfaces.store.keys import revoke_key_by_id
 
     with reported_errors(err_console), _keys_connection() as conn:
         info, revoked = revoke_key_by_id(conn, key_id)
     owner = f"{info.user_id} in {info.tenant_id}"
     if revoked:
-        console.print(clean(f"key {info.key_id} ({owner}) is revoked"), markup=False)
+        done = f"key {info.key_id} ({owner}) is revoked: the HTTP service and the MCP server"
+        console.print(clean(f"{done} refuse it from the next request on"), markup=False)
     else:
         when = info.revoked_at.isoformat() if info.revoked_at else "?"
         console.print(clean(f"key {info.key_id} ({owner}) was already revoked at {when}"),
@@ -100,7 +104,8 @@ def keys_list(
 ) -> None:
     """List API keys, oldest first: id, user, tenant, roles, created, revoked. Never a
     secret: only a hash of each is kept."""
-    from writegate.checkpoints.keys import list_keys
+    from writegate.surfaces.cli.render import reported_errors
+    from writegate.surfaces.store.keys import list_keys
 
     with reported_errors(err_console), _keys_connection() as conn:
         found = list_keys(conn, tenant_id=tenant, active_only=active)
@@ -122,11 +127,13 @@ def keys_list(
 @contextmanager
 def _keys_connection() -> Iterator[Any]:
     """One connection to the (set up) database, for a key command."""
-    from writegate.checkpoints.migrate import setup_database
     from writegate.checkpoints.pool import open_pool
+    from writegate.checkpoints.schema import setup_database
+    from writegate.surfaces.store import setup_service
 
     url = database_url()
     setup_database(url)
+    setup_service(url)
     pool = open_pool(url, max_size=1)
     try:
         with pool.connection() as conn:

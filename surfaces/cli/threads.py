@@ -15,11 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from writegate.checkpoints.database import describe_database
-from writegate.checkpoints.migrate import setup_database
-from writegate.checkpoints.pool import open_pool
-from writegate.checkpoints.threads import threads_with_pending
 from writegate.surfaces.cli.common import console, database_url, err_console
-from writegate.surfaces.cli.render import reported_errors
 from writegate.surfaces.cli.terminal import inert
 
 
@@ -35,13 +31,18 @@ def threads(
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
 ) -> None:
     """List threads and the approvals pending on each."""
+    from writegate.checkpoints.pool import open_pool
+    from writegate.checkpoints.schema import setup_database
+    from writegate.checkpoints.views import LedgerViews
+    from writegate.surfaces.cli.render import reported_errors
+
     url = database_url()
     params: dict[str, Any] = {"user_id": user, "tenant_id": tenant, "limit": limit}
     with reported_errors(err_console):
         setup_database(url)  # a fresh database has no tables yet; this is idempotent
         pool = open_pool(url, max_size=1)
     try:
-        listed, pending = threads_with_pending(pool, **params)
+        listed, pending = LedgerViews(pool).threads_with_pending(**params)
     finally:
         pool.close()
     rows = _thread_rows(listed, pending)

@@ -6,6 +6,12 @@ each request carries `Authorization: Bearer <key>`; keys come from
 `WRITEGATE_MCP_KEYS="key1=user_42@tenant_hz,key2=user_7@tenant_hz"` and are kept and
 compared only as hashes — or they are the HTTP service's API keys (`writegate keys
 create`), looked up in PostgreSQL by hash.
+
+An API key is looked up on every HTTP request, as the HTTP service does, never
+remembered between requests: a key revoked by `writegate keys revoke` is refused from
+the next request on, by every process. The lookup runs in a worker thread, so a slow
+database never stalls the event loop; the identity it finds travels with the request
+(`request_identity`), so a tool call is not looked up twice.
 """
 
 from __future__ import annotations
@@ -13,20 +19,21 @@ from __future__ import annotations
 import hmac
 import json
 import os
-import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import anyio
+
 from writegate.approval.canonical import hash_secret
-from writegate.approval.errors import Forbidden, ValidationFailed
+from writegate.approval.errors import Forbidden, TemporarilyUnavailable, ValidationFailed
 from writegate.approval.models import Identity
-from writegate.checkpoints.keys import resolve_key
+from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool
+from writegate.surfaces.store.keys import resolve_key
 
 KEYS_ENV = "WRITEGATE_MCP_KEYS"
-# A revoked API key stops working within this many seconds; the cache keeps the
-# lookup off the event loop for almost every request.
-KEY_CACHE_SECONDS = 30.0
+# Where `require_bearer` leaves the caller's identity in the request's ASGI scope.
+IDENTITY_SCOPE_KEY = "writegate.identity"
 USER_ENV, TENANT_ENV = "WRITEGATE_USER", "WRITEGATE_TENANT"
 
 Scope = MutableMapping[str, Any]
@@ -53,7 +60,6 @@ class KeyRing:
     def __init__(self, by_hash: dict[str, Identity], pool: Pool | None = None) -> None:
         self._by_hash = by_hash
         self._pool = pool
-        self._cache: dict[str, tuple[float, Identity | None]] = {}
 
     @classmethod
     def parse(cls, spec: str) -> KeyRing:
@@ -77,17 +83,12 @@ class KeyRing:
         return len(self._by_hash) + (1 if self._pool is not None else 0)
 
     def _lookup_table(self, key: str) -> Identity | None:
+        """The key's identity from the API-key table as it is now (a revoked key: None)."""
         if self._pool is None:
             return None
-        presented = hash_secret(key)
-        cached = self._cache.get(presented)
-        if cached is not None and time.monotonic() - cached[0] < KEY_CACHE_SECONDS:
-            return cached[1]
-        with self._pool.connection() as conn:
+        with outage_mapped(), self._pool.connection() as conn:
             found = resolve_key(conn, key)
-        identity = found[1] if found else None
-        self._cache[presented] = (time.monotonic(), identity)
-        return identity
+        return found[1] if found else None
 
     def lookup(self, key: str) -> Identity | None:
         presented = hash_secret(key)
@@ -106,8 +107,26 @@ class KeyRing:
         return identity
 
 
+def request_identity(scope: Scope) -> Identity:
+    """The identity `require_bearer` found for this HTTP request."""
+    identity = scope.get(IDENTITY_SCOPE_KEY)
+    if not isinstance(identity, Identity):
+        raise Forbidden("a valid bearer key is required")
+    return identity
+
+
+async def _refuse(send: Send, status: int, body: dict[str, Any]) -> None:
+    headers = [(b"content-type", b"application/json")]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": json.dumps(body).encode("utf-8")})
+
+
 def require_bearer(app: ASGIApp, keys: KeyRing) -> ASGIApp:
-    """Refuse HTTP requests without a known bearer key before they reach MCP (401)."""
+    """Refuse HTTP requests without a known bearer key before they reach MCP (401, or
+    503 while the database cannot answer); the identity of an accepted one goes on in
+    the scope (`request_identity`)."""
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -115,22 +134,16 @@ def require_bearer(app: ASGIApp, keys: KeyRing) -> ASGIApp:
                 k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
             }
             try:
-                keys.identify(headers.get("authorization"))
-            except Forbidden as exc:
-                body = {**exc.to_dict(), "code": "unauthenticated"}
-                payload = json.dumps(body).encode("utf-8")
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b"Bearer"),
-                        ],
-                    }
+                identity = await anyio.to_thread.run_sync(
+                    keys.identify, headers.get("authorization")
                 )
-                await send({"type": "http.response.body", "body": payload})
+            except Forbidden as exc:
+                await _refuse(send, 401, {**exc.to_dict(), "code": "unauthenticated"})
                 return
+            except TemporarilyUnavailable as exc:  # nothing was wrong with the request
+                await _refuse(send, 503, exc.to_dict())
+                return
+            scope[IDENTITY_SCOPE_KEY] = identity
         await app(scope, receive, send)
 
     return guarded

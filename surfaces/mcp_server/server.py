@@ -43,7 +43,12 @@ from writegate.surfaces.mcp_server.confirm import (
     decision_of,
     elicit_request,
 )
-from writegate.surfaces.mcp_server.identity import ASGIApp, KeyRing, require_bearer
+from writegate.surfaces.mcp_server.identity import (
+    ASGIApp,
+    KeyRing,
+    request_identity,
+    require_bearer,
+)
 from writegate.surfaces.mcp_server.tools import mcp_tool, routes
 
 log = logging.getLogger("writegate.mcp")
@@ -107,14 +112,14 @@ class WritegateMCP:
     def who(self, ctx: ServerRequestContext[Any, Any]) -> tuple[Identity, str]:
         request = ctx.request
         headers = getattr(request, "headers", None)
-        if headers is None:  # stdio: configured identity, this process's connection
+        if request is None or headers is None:  # stdio: configured identity, this connection
             if self.identity is None:
                 raise ValidationFailed("this server has no configured identity")
             identity, session = self.identity, self.connection_id
         else:
             if self.keys is None:
                 raise ValidationFailed("this server accepts no HTTP callers")
-            identity = self.keys.identify(headers.get("authorization"))
+            identity = request_identity(request.scope)  # the key looked up for this request
             session = headers.get("mcp-session-id") or "stateless"
         return identity, f"mcp:{identity.tenant_id}:{identity.user_id}:{session}"
 

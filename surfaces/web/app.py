@@ -22,7 +22,9 @@ from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
+from writegate.surfaces.store import setup_service
 from writegate.surfaces.web import errors
 from writegate.surfaces.web.events import add_event_schemas
 from writegate.surfaces.web.inputs import refuse_unknown_query
@@ -127,9 +129,8 @@ def create_app(
             finally:
                 given.close()
             return
-        opened = await run_in_threadpool(
-            Runtime.open, settings.database_url, policy=settings.policy()
-        )
+        opened = await run_in_threadpool(open_demo, settings.database_url, policy=settings.policy())
+        await run_in_threadpool(setup_service, opened.url)
         app.state.wg = Services.build(opened, settings, model)
         try:
             yield

@@ -14,7 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from writegate.approval.errors import Unauthorized
 from writegate.approval.models import Identity
-from writegate.checkpoints.keys import resolve_key
+from writegate.surfaces.store.keys import resolve_key
 from writegate.surfaces.web.services import services
 
 bearer = HTTPBearer(

@@ -37,16 +37,16 @@ def list_approvals(
 ) -> ApprovalList:
     """`pending`: awaiting a decision, not expired, with a question open in its thread.
     `all`: the caller's most recent approvals, any status (history)."""
-    now, status = svc.store.now(), query.status
+    now, status = svc.runtime.views.now(), query.status
     if status == "pending":
-        rows = svc.store.pending_proposals(identity, query.limit)
+        rows = svc.runtime.views.pending_proposals(identity, query.limit)
     else:
-        rows = svc.store.recent_proposals(identity, query.limit)
+        rows = svc.runtime.views.recent_proposals(identity, query.limit)
     questions: dict[str, dict] = {}
     for thread_id in dict.fromkeys(r["thread_id"] for r in rows if r["status"] in PENDING):
         config = svc.runner.config(identity, thread_id)
         questions.update({pid: v for pid, (_, v) in svc.runner.questions(config).items()})
-    executions = svc.store.execution_ids([r["proposal_id"] for r in rows])
+    executions = svc.runtime.views.execution_ids([r["proposal_id"] for r in rows])
     views = [
         approval_view(
             r,
@@ -110,4 +110,4 @@ def revoke(proposal_id: ProposalId, identity: CurrentIdentity, svc: Svc) -> Appr
     admin of the tenant). Once execution started it cannot be undone: 409
     `revoke_too_late` with the execution's state."""
     proposal = svc.runtime.service.revoke(identity, proposal_id)
-    return approval_view(proposal_row(proposal), svc.store.now())
+    return approval_view(proposal_row(proposal), svc.runtime.views.now())

@@ -84,7 +84,7 @@ def metrics(svc: Svc) -> PlainTextResponse:
 def healthz(svc: Svc) -> Health:
     """Up, and the database answers."""
     try:
-        svc.store.now()
+        svc.runtime.views.now()
     except Exception as exc:
         raise Unavailable("the database does not answer") from exc
     return Health(status="ok", database="ok")

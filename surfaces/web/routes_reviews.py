@@ -26,7 +26,7 @@ router = APIRouter(prefix="/v1/reviews", tags=["reviews"])
 def list_reviews(identity: CurrentIdentity, svc: Svc) -> ApprovalList:
     """Other users' proposals in the caller's tenant that wait for a second approver."""
     waiting = svc.runtime.service.awaiting_second_approval(identity)
-    now = svc.store.now()
+    now = svc.runtime.views.now()
     return ApprovalList(approvals=[approval_view(proposal_row(p), now) for p in waiting], now=now)
 
 
@@ -50,5 +50,5 @@ def review(
     return ReviewResult(
         proposal_id=proposal_id,
         outcome="approved" if answer.action == "approve" else "declined",
-        approval=approval_view(proposal_row(proposal), svc.store.now()),
+        approval=approval_view(proposal_row(proposal), svc.runtime.views.now()),
     )

@@ -73,7 +73,7 @@ def read_thread(thread_id: ThreadId, identity: CurrentIdentity, svc: Svc) -> Thr
         messages=svc.runner.messages(svc.runner.config(identity, thread_id)),
         approvals=approvals,
         pending=[a for a in approvals if a.pending],
-        now=svc.store.now(),
+        now=svc.runtime.views.now(),
     )
 
 

@@ -20,9 +20,9 @@ from langgraph.types import StateSnapshot
 
 from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import Identity
-from writegate.checkpoints.http_store import HttpStore
 from writegate.graph.messages import executed_values
 from writegate.graph.runtime import Runtime
+from writegate.surfaces.store.http_store import HttpStore
 from writegate.surfaces.web.schemas import ApprovalView, MessageView
 from writegate.surfaces.web.views import approval_view, message_view, proposal_row
 
@@ -96,7 +96,7 @@ class Runner:
         """
         questions = self.questions(config)
         if questions:
-            now = self.store.now()
+            now = self.rt.views.now()
             live = sorted(pid for pid, (_, v) in questions.items() if now < _expires(v))
             if live:
                 raise ApprovalPending(proposal_ids=live)
@@ -128,7 +128,7 @@ class Runner:
 
     def question_view(self, identity: Identity, value: dict[str, Any]) -> ApprovalView:
         proposal = self.rt.service.get_proposal(identity, value["proposal_id"])
-        return approval_view(proposal_row(proposal), self.store.now(), question=value)
+        return approval_view(proposal_row(proposal), self.rt.views.now(), question=value)
 
     def thread_approvals(
         self,
@@ -140,10 +140,10 @@ class Runner:
     ) -> list[ApprovalView]:
         """Every proposal of the thread, oldest first, marked pending where a question is
         open. `questions` and `now`: as the caller just read them, not read again."""
-        rows = self.store.thread_proposals(identity, thread_id)
+        rows = self.rt.views.thread_proposals(identity, thread_id)
         if questions is None:
             questions = self.questions(self.config(identity, thread_id)) if rows else {}
-        now = self.store.now() if now is None else now
+        now = self.rt.views.now() if now is None else now
         return [
             approval_view(
                 row,

@@ -16,10 +16,10 @@ from fastapi import Depends, Request
 
 from writegate.approval.policy import load_policy
 from writegate.approval.service import Policy
-from writegate.checkpoints.http_store import LOCK_CONNECTIONS, HttpStore
-from writegate.checkpoints.streams import StreamStore
 from writegate.graph.build import build_graph
 from writegate.graph.runtime import Runtime
+from writegate.surfaces.store.http_store import LOCK_CONNECTIONS, HttpStore
+from writegate.surfaces.store.streams import StreamStore
 from writegate.surfaces.web.decide import Decisions
 from writegate.surfaces.web.metrics import HttpMetrics
 from writegate.surfaces.web.runner import Runner

@@ -6,7 +6,7 @@ mid-reply cannot leave a half-run turn or a held lock behind. `end` is sent only
 the lock is released, so a client that reacts to it at once never finds the thread busy.
 
 Every event gets an id, `<stream id>:<sequence number>`, and is stored in the shared
-replay buffer (`checkpoints/streams.py`) before it is sent. A client that lost the
+replay buffer (`surfaces/store/streams.py`) before it is sent. A client that lost the
 stream asks any replica for the rest with `Last-Event-ID`: the events after that one
 are replayed from PostgreSQL, and the run is followed until its last event (`end` or
 `error`), so none is lost and none arrives twice. sse-starlette writes the wire format
@@ -29,7 +29,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from writegate.checkpoints.streams import StreamStore
+from writegate.surfaces.store.streams import StreamStore
 from writegate.surfaces.web.errors import as_error, body, error_body
 
 log = logging.getLogger("writegate.http")

@@ -23,7 +23,7 @@ from writegate.surfaces.web.schemas import (
     ToolCallView,
 )
 from writegate.surfaces.web.schemas import Receipt as ReceiptOut
-from writegate.tools.money import CURRENCIES, format_major
+from writegate.tools.demo.money import CURRENCIES, format_major
 
 # Statuses in which the requester may still have a question to answer: before their
 # confirm, while a second approver decides, and after the approval until they confirm.

@@ -14,6 +14,9 @@ check what the client sent, e.g. that tools were strict::
 
 An empty queue answers 400, which the openai client does not retry, so a missing
 reply fails the test at once. It retries 429/5xx, so queue one error per attempt.
+
+Like OpenAI, it refuses (400, consuming no reply) a history in which an assistant
+message's tool calls are not answered by tool messages right after it.
 """
 
 from __future__ import annotations
@@ -120,6 +123,14 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, f"no route for POST {self.path}")
         if not isinstance(body, dict):
             return self._error(400, "request body is not a JSON object")
+        unanswered = unanswered_tool_calls(body.get("messages") or [])
+        if unanswered:
+            return self._error(
+                400,
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(unanswered)}",
+            )
         state = self.server.state
         with state.lock:
             reply = state.replies.popleft() if state.replies else None
@@ -192,6 +203,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+
+
+def unanswered_tool_calls(messages: list[Any]) -> list[str]:
+    """The tool-call ids of an assistant message not answered by the tool messages that
+    follow it directly, as OpenAI checks a history."""
+    missing: list[str] = []
+    for at, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        asked = [call.get("id") for call in message.get("tool_calls") or []]
+        answered = set()
+        for after in messages[at + 1 :]:
+            if not isinstance(after, dict) or after.get("role") != "tool":
+                break
+            answered.add(after.get("tool_call_id"))
+        missing += [str(call_id) for call_id in asked if call_id not in answered]
+    return missing
 
 
 def _function(call: FakeToolCall, arguments: str) -> dict[str, str]:

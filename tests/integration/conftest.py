@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.integration.http_fixtures import seeded_database
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 from writegate.surfaces.web import create_app
 
 
@@ -20,7 +20,7 @@ def url(create_database: Callable[[], str]) -> str:
 
 @pytest.fixture(scope="module")
 def client(url: str) -> Iterator[TestClient]:
-    runtime = Runtime.open(url, setup=False)
+    runtime = open_demo(url, setup=False)
     with TestClient(create_app(runtime)) as test_client:
         yield test_client
     runtime.close()

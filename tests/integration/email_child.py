@@ -26,7 +26,8 @@ from writegate import Writegate
 from writegate.approval.execution import RetryPolicy
 from writegate.graph.scripted import ScriptedChatModel
 
-SHORT_LEASE = RetryPolicy(lease=timedelta(seconds=1))  # a killed sender is reconciled soon
+# A killed sender is reconciled soon; the lease outlasts the deadline.
+SHORT_LEASE = RetryPolicy(call_timeout=0.8, lease=timedelta(seconds=1))
 
 
 def _config(thread: str) -> dict[str, Any]:

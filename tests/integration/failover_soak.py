@@ -54,12 +54,12 @@ import httpx
 import psycopg
 from psycopg.rows import dict_row
 
+from tests.app_db import setup_app
 from tests.integration.ha_cluster import HaCluster, wait_until
 from tests.integration.http_fixtures import free_port, make_key, new_order, sse_events
 from tests.integration.soak import Launcher, Proc, SoakFailed, post_within
-from writegate.checkpoints.migrate import setup_database
 from writegate.testing import database as throwaway
-from writegate.tools.seed import seed_demo
+from writegate.tools.demo.seed import seed_demo
 
 POINTS = ("t1", "claimed", "downstream_returned", "t2", "random")
 HOLD_STEPS = ("claimed", "downstream_returned")
@@ -96,14 +96,14 @@ SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname =
 """
 LEDGER_SQL = """
 SELECT o.order_id, o.refunded_minor,
-       (SELECT p.status FROM wg_proposals p WHERE p.args->>'order_id' = o.order_id
+       (SELECT p.status FROM writegate.proposals p WHERE p.args->>'order_id' = o.order_id
         ORDER BY p.created_at DESC LIMIT 1) AS proposal_status,
        e.execution_id, e.request_key, e.status, e.provider_ref, e.escalation, e.proposal_id,
        r.status AS refund_status, r.provider_ref AS refund_ref,
-       (SELECT count(*) FROM wg_audit a
+       (SELECT count(*) FROM writegate.audit a
         WHERE a.request_key = e.request_key AND a.status = 'succeeded') AS audit_rows
 FROM orders o
-LEFT JOIN wg_executions e ON e.args->>'order_id' = o.order_id
+LEFT JOIN writegate.executions e ON e.args->>'order_id' = o.order_id
 LEFT JOIN refunds r ON r.request_key = e.request_key
 WHERE o.order_id = ANY(%s)"""
 PROVIDER_SQL = """
@@ -111,7 +111,7 @@ SELECT order_id, idempotency_key, provider_ref, amount_minor FROM provider.refun
 WHERE order_id = ANY(%s)"""
 ROWS_SQL = """
 SELECT p.proposal_id, p.status AS proposal, e.status AS execution
-FROM wg_proposals p LEFT JOIN wg_executions e ON e.proposal_id = p.proposal_id
+FROM writegate.proposals p LEFT JOIN writegate.executions e ON e.proposal_id = p.proposal_id
 WHERE p.proposal_id = ANY(%s)"""
 
 
@@ -211,12 +211,12 @@ class FailoverSoak:
     def start(self) -> None:
         self.cluster.start()
         self.url = self.cluster.create_database("writegate_failover")
-        setup_database(self.url)  # over the multi-host URL: on the primary
+        setup_app(self.url)  # over the multi-host URL: on the primary
         with psycopg.connect(self.url, autocommit=True) as conn:
             seed_demo(conn)
             conn.execute(HOLD_SQL)
         self.provider_db = throwaway.create_database(self.server_url, "writegate_provider")
-        setup_database(self.provider_db)
+        setup_app(self.provider_db)
         provider_port = free_port()
         provider = self.launcher.start(
             "provider",
@@ -525,7 +525,7 @@ class FailoverSoak:
             self.alive()
             with psycopg.connect(self.url) as conn:
                 row = conn.execute(
-                    "SELECT count(*) FROM wg_executions "
+                    "SELECT count(*) FROM writegate.executions "
                     "WHERE status IN ('running', 'unknown', 'failed_retryable')"
                 ).fetchone()
             return row is not None and row[0] == 0

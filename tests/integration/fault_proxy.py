@@ -9,7 +9,7 @@ Cuts happen at chosen points, never after a delay:
 
 - `cut_all()`: every live connection, now (called from an executor's step hook);
 - `arm(trigger, ...)`: the next connection whose client sends `trigger` (a piece of
-  SQL, e.g. b"INSERT INTO wg_tokens"), optionally only when that same connection
+  SQL, e.g. b"INSERT INTO writegate.tokens"), optionally only when that same connection
   then sends `then` (e.g. b"COMMIT"); `deliver=True` forwards the matching bytes
   first, so the server acts on them and only the answer is lost (the client must not
   use server-side prepared statements, whose text is sent only once per connection);

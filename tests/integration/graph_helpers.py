@@ -18,12 +18,13 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Interrupt
 
-from writegate.checkpoints.migrate import setup_database
+from tests.app_db import setup_app
 from writegate.graph.build import build_graph
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
-from writegate.tools.provider import SimulatedProvider
-from writegate.tools.seed import DEMO_TENANT, seed_demo
+from writegate.tools.demo.provider import SimulatedProvider
+from writegate.tools.demo.seed import DEMO_TENANT, seed_demo
 
 INSERT_ORDER_SQL = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor, shipping_address)
@@ -32,11 +33,11 @@ VALUES (%s, %s, %s, %s, %s, '')
 DB_NOW_SQL = "SELECT now() AS now"
 SELECT_ORDER_SQL = "SELECT refunded_minor, version FROM orders WHERE order_id = %s"
 SELECT_PROPOSALS_SQL = """
-SELECT proposal_id, status, args, superseded_by, expires_at FROM wg_proposals
+SELECT proposal_id, status, args, superseded_by, expires_at FROM writegate.proposals
 WHERE thread_id = %s ORDER BY created_at, proposal_id
 """
 COUNT_TOKENS_SQL = """
-SELECT count(*) AS n FROM wg_tokens t JOIN wg_proposals p USING (proposal_id)
+SELECT count(*) AS n FROM writegate.tokens t JOIN writegate.proposals p USING (proposal_id)
 WHERE p.thread_id = %s
 """
 COUNT_TICKETS_SQL = "SELECT count(*) AS n FROM tickets WHERE tenant_id = %s AND title = %s"
@@ -51,8 +52,8 @@ OWNER = "user_42"
 def open_graph_runtime(create_database: Callable[[], str], **options: Any) -> Iterator[Runtime]:
     """A fresh database with schema and demo data, and a Runtime on it."""
     url = create_database()
-    setup_database(url)
-    runtime = Runtime.open(url, setup=False, **options)
+    setup_app(url)
+    runtime = open_demo(url, setup=False, **options)
     try:
         with runtime.pool.connection() as conn:
             seed_demo(conn)

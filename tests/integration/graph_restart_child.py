@@ -24,11 +24,11 @@ from tests.integration.graph_helpers import (
     tool_content,
     tool_messages,
 )
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 
 
 def main(mode: str, thread_id: str, arg: str) -> None:
-    runtime = Runtime.open(setup=False)  # DATABASE_URL, as the parent set it
+    runtime = open_demo(setup=False)  # DATABASE_URL, as the parent set it
     try:
         if mode == "start":
             graph = scripted_graph(runtime, [refund_call(arg)], "done")

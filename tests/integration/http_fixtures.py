@@ -25,9 +25,10 @@ import httpx
 import psycopg
 import uvicorn
 
-from writegate.checkpoints.keys import create_key
-from writegate.checkpoints.migrate import setup_database
-from writegate.tools.seed import seed_demo
+from writegate.graph.demo import setup_demo
+from writegate.surfaces.store import setup_service
+from writegate.surfaces.store.keys import create_key
+from writegate.tools.demo.seed import seed_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANT = "tenant_hz"
@@ -35,7 +36,8 @@ TENANT = "tenant_hz"
 
 def seeded_database(create_database: Callable[[], str]) -> str:
     url = create_database()
-    setup_database(url)
+    setup_demo(url)
+    setup_service(url)
     with psycopg.connect(url, autocommit=True) as conn:
         seed_demo(conn)
     return url

@@ -16,7 +16,7 @@ INSERT_ORDER_SQL = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor, shipping_address)
 VALUES (%s, %s, %s, %s, %s, 'test address')"""
 SELECT_ORDER_SQL = "SELECT refunded_minor, version FROM orders WHERE order_id = %s"
-COUNT_LEDGER_SQL = "SELECT count(*) AS n FROM wg_executions WHERE resource = %s"
+COUNT_LEDGER_SQL = "SELECT count(*) AS n FROM writegate.executions WHERE resource = %s"
 
 
 def new_order(

@@ -126,8 +126,9 @@ def scripted(*turns: list[dict[str, Any]] | str) -> ScriptedChatModel:
     )
 
 
-def hand_built(wg: Writegate, model: ScriptedChatModel, checkpointer: Any = None) -> Any:
-    """The plainest LangGraph agent, with `wg.tool_node()` where a ToolNode would be.
+def hand_built(wg: Writegate, model: Any, checkpointer: Any = None) -> Any:
+    """The plainest LangGraph agent, with `wg.tool_node()` where a ToolNode would be and
+    `wg.before_model()` at the start of each turn.
 
     With an (async) `checkpointer` given, the agent node is async too."""
 
@@ -138,9 +139,11 @@ def hand_built(wg: Writegate, model: ScriptedChatModel, checkpointer: Any = None
         return {"messages": [await model.ainvoke(state["messages"])]}
 
     builder = StateGraph(MessagesState)
+    builder.add_node("before_model", wg.before_model())
     builder.add_node("agent", aagent if checkpointer is not None else agent)
     builder.add_node("tools", wg.tool_node())
-    builder.add_edge(START, "agent")
+    builder.add_edge(START, "before_model")
+    builder.add_edge("before_model", "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=checkpointer or wg.checkpointer)

@@ -1,6 +1,6 @@
 """A randomized kill soak: refunds through two `writegate serve` replicas and two
 `writegate reconcile --loop` processes that SIGKILL themselves at random step
-boundaries (`WRITEGATE_FAULT_KILL_AT`, tools/step_kill.py), and a provider process
+boundaries (`WRITEGATE_FAULT_KILL_AT`, tools/demo/step_kill.py), and a provider process
 that is SIGKILLed at random moments, mid-request or not.
 
     uv run python -m tests.integration.soak --operations 200 --seed 7
@@ -51,12 +51,12 @@ from typing import Any
 import httpx
 import psycopg
 
+from tests.app_db import setup_app
 from tests.integration.fault_scripts.harness import ledger_check
 from tests.integration.http_fixtures import TENANT, free_port, make_key, new_order, sse_events
-from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.pool import open_pool
 from writegate.testing import database as throwaway
-from writegate.tools.seed import seed_demo
+from writegate.tools.demo.seed import seed_demo
 
 SERVE_POINTS = ("serve:claimed", "serve:downstream_returned", "serve:recorded")
 RECONCILE_POINTS = (
@@ -70,6 +70,7 @@ POINTS = (*SERVE_POINTS, *RECONCILE_POINTS, PROVIDER)
 SEED_ENV, OPS_ENV = "WRITEGATE_SOAK_SEED", "WRITEGATE_SOAK_OPS"
 
 LEASE_S = 2.0  # executions orphaned by a killed process are due this soon
+CALL_TIMEOUT_S = 1.5  # the deadline per call: within the lease, past the provider's stall
 BACKOFF_S = 1.0  # a lookup that failed (the provider was down) is repeated this soon
 READY_S = 60.0  # a (re)started process answers within this
 CLICK_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
@@ -83,13 +84,15 @@ PRELOAD = [
     "writegate.__main__",
     "writegate.surfaces.web",
     "writegate.graph.runtime",
-    "writegate.tools.provider_http",
+    "writegate.tools.demo.provider_http",
     "uvicorn",
 ]
 OPEN_SQL = """
-SELECT count(*) FROM wg_executions WHERE status IN ('running', 'unknown', 'failed_retryable')"""
+SELECT count(*) FROM writegate.executions
+WHERE status IN ('running', 'unknown', 'failed_retryable')"""
 UNSETTLED_SQL = """
-SELECT request_key, status, checks, escalation FROM wg_executions WHERE status <> 'succeeded'"""
+SELECT request_key, status, checks, escalation FROM writegate.executions
+WHERE status <> 'succeeded'"""
 EFFECTS_SQL = """
 SELECT o.order_id, count(r.idempotency_key) AS effects
 FROM orders o LEFT JOIN provider.refunds r ON r.order_id = o.order_id
@@ -279,6 +282,7 @@ class Soak:
             "DATABASE_URL": self.url,
             "WRITEGATE_PROVIDER_URL": f"http://127.0.0.1:{self.provider_port}",
             "WRITEGATE_EXECUTION_LEASE_SECONDS": str(LEASE_S),
+            "WRITEGATE_CALL_TIMEOUT_SECONDS": str(CALL_TIMEOUT_S),
         }
 
     def _arm(self, points: tuple[str, ...], nth_max: int, env: dict[str, str]) -> str:
@@ -502,7 +506,7 @@ class Soak:
 def soak_database(server_url: str) -> Iterator[str]:
     url = throwaway.create_database(server_url, "writegate_soak")
     try:
-        setup_database(url)
+        setup_app(url)
         with psycopg.connect(url, autocommit=True) as conn:
             seed_demo(conn)
         yield url

@@ -1,7 +1,7 @@
 """`langgraph dev` as a test fixture: the repo's graph served offline on a free port.
 
 The server runs as its own process group in a scratch folder that links the repo's real
-`graph/` and `langgraph.json` (the server resolves graph paths against its working
+`graph/`, `examples/` and a config file (the server resolves graph paths against its working
 directory and keeps its in-memory state in `.langgraph_api/` there), so nothing is
 written into the repository. Readiness is polled on `/ok` with a deadline.
 """
@@ -56,17 +56,21 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def langgraph_dev(
-    workdir: Path, database_url: str, extra_config: dict[str, Any] | None = None
+    workdir: Path,
+    database_url: str,
+    extra_config: dict[str, Any] | None = None,
+    config_file: str = "langgraph.json",
 ) -> Iterator[str]:
-    """Run `langgraph dev` for the repo's langgraph.json (plus `extra_config` keys) in
+    """Run `langgraph dev` for the repo's `config_file` (plus `extra_config` keys) in
     `workdir`, offline, against `database_url`; yield its base URL once it answers."""
-    (workdir / "graph").symlink_to(REPO / "graph", target_is_directory=True)
-    config = workdir / "langgraph.json"
+    for folder in ("graph", "examples"):
+        (workdir / folder).symlink_to(REPO / folder, target_is_directory=True)
+    config = workdir / config_file
     if extra_config:
-        spec = json.loads((REPO / "langgraph.json").read_text())
+        spec = json.loads((REPO / config_file).read_text())
         config.write_text(json.dumps({**spec, **extra_config}))
     else:
-        config.symlink_to(REPO / "langgraph.json")
+        config.symlink_to(REPO / config_file)
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WRITEGATE_"))}
     env |= {

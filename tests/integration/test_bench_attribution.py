@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tests.app_db import setup_app
 from writegate.bench.attribution import Recorder, instrument_runtime
 from writegate.bench.db import Orders
 from writegate.bench.workload import GraphRunner
-from writegate.checkpoints.migrate import setup_database
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 
 
 def test_every_ledger_call_of_a_graph_write_is_timed(create_database: Callable[[], str]) -> None:
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     recorder = Recorder()
-    with Runtime.open(url, setup=False) as runtime:
+    with open_demo(url, setup=False) as runtime:
         instrument_runtime(runtime, recorder)
         orders = Orders(runtime.pool, "attr_test")
         orders.reserve(2)

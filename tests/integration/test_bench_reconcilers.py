@@ -15,11 +15,11 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
+from tests.app_db import setup_app
 from writegate.bench import http_storm, replicas
 from writegate.bench.backlog import check, make_backlog
-from writegate.checkpoints.keys import create_key
-from writegate.checkpoints.migrate import setup_database
-from writegate.tools.seed import seed_demo
+from writegate.surfaces.store.keys import create_key
+from writegate.tools.demo.seed import seed_demo
 
 pytestmark = pytest.mark.skipif(
     not http_storm.available(), reason="needs the server extra (`writegate serve`)"
@@ -49,7 +49,7 @@ def test_check_tells_an_unsettled_backlog_from_a_settled_one(
     create_database: Callable[[], str],
 ) -> None:
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
         seed_demo(conn)
         key = create_key(conn, replicas.USER, replicas.TENANT).secret

@@ -24,11 +24,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from typer.testing import CliRunner
 
+from tests.app_db import setup_app
 from writegate.__main__ import command
 from writegate.checkpoints.database import with_database
-from writegate.checkpoints.migrate import setup_database
 from writegate.surfaces.cli.common import console
-from writegate.tools.seed import reset_demo, seed_demo
+from writegate.tools.demo.seed import reset_demo, seed_demo
 
 NO_MODEL = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "WRITEGATE_MODEL": None}
 REPLAY_CODES = ("subject_mismatch", "tenant_mismatch", "already_consumed", "invalid_decision")
@@ -37,7 +37,7 @@ REPLAY_CODES = ("subject_mismatch", "tenant_mismatch", "already_consumed", "inva
 @pytest.fixture(scope="module")
 def cli_db(create_database: Callable[[], str]) -> str:
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     return url
 
 
@@ -201,8 +201,8 @@ def test_chat_leaves_an_approval_pending_then_resumes_it_by_thread(
     assert first.exit_code == 0, first.output
     assert "Approval needed: Refund order ord_1001" in out and "¥199.00" in out
     assert "'yes' is not a decision" in out and "left pending" in out
-    proposal = _one(seeded, "SELECT proposal_id, status FROM wg_proposals WHERE thread_id = %s",
-                    (thread,))  # fmt: skip
+    proposal = _one(seeded, "SELECT proposal_id, status FROM writegate.proposals "
+                    "WHERE thread_id = %s", (thread,))  # fmt: skip
     assert proposal["status"] == "awaiting_confirmation"
     assert _refunds(seeded, "ord_1001") == 0
 
@@ -217,7 +217,7 @@ def test_chat_leaves_an_approval_pending_then_resumes_it_by_thread(
     assert "receipt: refund_order" in out and "succeeded" in out
     assert "I only understand a few requests" in out  # the model's answer to "yes"
     assert _refunds(seeded, "ord_1001") == 1
-    rows = _one(seeded, "SELECT count(*) AS n, min(status) AS s FROM wg_proposals "
+    rows = _one(seeded, "SELECT count(*) AS n, min(status) AS s FROM writegate.proposals "
                 "WHERE thread_id = %s", (thread,))  # fmt: skip
     assert rows == {"n": 1, "s": "executed"}
     listed = _flat(invoke(seeded, ["threads", "--user", "user_42"]).output)
@@ -229,7 +229,7 @@ def test_chat_yes_in_the_chat_box_confirms_nothing(invoke: Callable[..., Any], s
     result = invoke(seeded, ["chat", "--thread", thread], "yes\nconfirm\n")  # then Ctrl-D
     assert result.exit_code == 0, result.output
     assert "receipt" not in result.output
-    assert _one(seeded, "SELECT count(*) AS n FROM wg_proposals WHERE thread_id = %s",
+    assert _one(seeded, "SELECT count(*) AS n FROM writegate.proposals WHERE thread_id = %s",
                 (thread,))["n"] == 0  # fmt: skip
     assert _refunds(seeded, "ord_1001") == 0
 
@@ -249,8 +249,8 @@ def test_chat_asks_each_of_several_approvals_and_edits_one(
     assert _refunds(seeded, "ord_1001") == 0
     paid = _one(seeded, "SELECT amount_minor FROM provider.refunds WHERE order_id = 'ord_1002'")
     assert paid["amount_minor"] == 1000
-    statuses = _one(seeded, "SELECT array_agg(status ORDER BY status) AS s FROM wg_proposals "
-                    "WHERE thread_id = %s", (thread,))["s"]  # fmt: skip
+    statuses = _one(seeded, "SELECT array_agg(status ORDER BY status) AS s "
+                    "FROM writegate.proposals WHERE thread_id = %s", (thread,))["s"]  # fmt: skip
     assert statuses == ["declined", "executed", "superseded"]
 
 
@@ -265,7 +265,7 @@ def test_chat_sends_no_text_with_control_characters(
     assert not any(c in result.output for c in ("\x1b", "\r", "\x08"))
     # Only "hello" reached the model: nothing was proposed for the hostile line.
     assert result.output.count("I only understand a few requests") == 1
-    assert _one(seeded, "SELECT count(*) AS n FROM wg_proposals WHERE thread_id = %s",
+    assert _one(seeded, "SELECT count(*) AS n FROM writegate.proposals WHERE thread_id = %s",
                 (thread,))["n"] == 0  # fmt: skip
 
 
@@ -291,10 +291,13 @@ def test_db_setup_creates_a_missing_database_and_says_so(missing_database: str) 
     done = _run_cli(missing_database, "db", "setup")
     assert done.returncode == 0, done.stdout + done.stderr
     name = conninfo_to_dict(missing_database)["dbname"]
-    assert f"created database {name!r}" in _flat(done.stdout + done.stderr)
+    (said,) = [line for line in done.stderr.splitlines() if "created database" in line]
+    assert f"created database {name!r} on " in said and "set DATABASE_URL" in said
     assert "Traceback" not in done.stderr
     with psycopg.connect(missing_database) as conn:
-        assert conn.execute("SELECT to_regclass('wg_proposals')").fetchone() == ("wg_proposals",)
+        assert conn.execute("SELECT to_regclass('writegate.proposals')").fetchone() == (
+            "writegate.proposals",
+        )
 
 
 def test_a_missing_database_that_may_not_be_created_is_one_line(
@@ -342,7 +345,7 @@ def test_chat_on_a_database_with_other_data_says_db_seed_is_needed(
     invoke: Callable[..., Any], create_database: Callable[[], str]
 ) -> None:
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor)"
                      " VALUES ('ord_acme1', 'tenant_acme', 'u1', 'USD', 700)")  # fmt: skip
@@ -388,6 +391,6 @@ def test_later_says_until_when_the_approval_waits(invoke: Callable[..., Any], se
     thread = f"chat-{uuid.uuid4().hex[:8]}"
     result = invoke(seeded, ["chat", "--thread", thread], "refund ord_1001 because late\nlater\n")
     assert result.exit_code == 0, result.output
-    row = _one(seeded, "SELECT expires_at FROM wg_proposals WHERE thread_id = %s", (thread,))
+    row = _one(seeded, "SELECT expires_at FROM writegate.proposals WHERE thread_id = %s", (thread,))
     shown = row["expires_at"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f"left pending until {shown}" in _flat(result.output)

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from writegate import Identity, NotFound, write_tool
+from writegate.checkpoints.migrate import apply_migrations
 from writegate.testing import (
     Fault,
     Outcome,
@@ -27,14 +28,15 @@ from writegate.testing import (
     check_write_tool,
     throwaway_database,
 )
-from writegate.tools.batch import close_tickets
-from writegate.tools.domain import domain_tools
-from writegate.tools.faults import FaultScript
-from writegate.tools.orders import get_order, list_orders
-from writegate.tools.provider import SimulatedProvider
-from writegate.tools.refunds import refund_order_tool
-from writegate.tools.ticket_writes import create_ticket, update_ticket
-from writegate.tools.tickets import get_ticket, list_tickets
+from writegate.tools.demo.batch import close_tickets
+from writegate.tools.demo.domain import domain_tools
+from writegate.tools.demo.faults import FaultScript
+from writegate.tools.demo.orders import get_order, list_orders
+from writegate.tools.demo.provider import SimulatedProvider
+from writegate.tools.demo.refunds import refund_order_tool
+from writegate.tools.demo.schema import DEMO
+from writegate.tools.demo.ticket_writes import create_ticket, update_ticket
+from writegate.tools.demo.tickets import get_ticket, list_tickets
 
 ME = Identity("user_kit", "tenant_kit")
 INSERT_ORDER_SQL = """
@@ -46,6 +48,13 @@ VALUES (%s, %s, %s, 'Printer jams', 'Page 2 always jams.', %s, 1)"""
 CREATED_TICKETS_SQL = "SELECT count(*) FROM tickets WHERE request_key IS NOT NULL"
 TICKET_CHANGES_SQL = "SELECT coalesce(sum(version - 1), 0) FROM tickets"
 CLOSED_BATCHES_SQL = "SELECT count(DISTINCT batch_request_key) FROM batch_items"
+
+
+@pytest.fixture(autouse=True)
+def demo_tables(writegate_database: str) -> None:
+    """The demo's tools keep their rows in the demo's own tables, as a user's tools keep
+    theirs in the user's: the kit's database gets them, writegate's come with the kit."""
+    apply_migrations(writegate_database, DEMO)
 
 
 def scalar(url: str, query: str, params: tuple[Any, ...] = ()) -> int:
@@ -102,7 +111,7 @@ def test_refund_order_through_the_provider_simulator_and_its_faults(
         database_url=url,
     )
     passed(report)
-    assert report.result(Scenario.RETRIES_KEEP_THE_KEY).figures["attempts"] == 3
+    assert report.result(Scenario.RETRIES_KEEP_THE_KEY).figures["downstream_calls"] == 3
 
 
 def test_create_ticket(writegate_database: str) -> None:
@@ -162,7 +171,9 @@ def test_a_shipped_read_tool(name: str, writegate_database: str) -> None:
     )
     passed(report)
     assert [r.scenario for r in report.results] == list(ReadScenario)
-    assert report.result(ReadScenario.AUDITED_WITH_IDENTITY).figures["audit_rows"] == 3
+    figures = {result.scenario: result.figures for result in report.results}
+    assert figures[ReadScenario.RUNS_AT_ONCE] == {"tool_runs": 1, "proposals": 0}
+    assert figures[ReadScenario.AUDITED_WITH_IDENTITY] == {"tool_calls": 3, "audit_rows": 3}
 
 
 def test_every_shipped_tool_has_its_conformance_test_above() -> None:
@@ -229,19 +240,62 @@ def fresh_account() -> dict[str, Any]:
     return {"account": account, "cents": 1250}
 
 
-@pytest.mark.parametrize("tool", [transfer, transfer_without_lookup], ids=lambda t: t.name)
-def test_a_user_write_tool(tool: Any, writegate_database: str) -> None:
+def check_transfer(tool: Any, database_url: str) -> Report:
     report = check_write_tool(
         tool,
         args=fresh_account,
         edited=lambda args: {**args, "cents": 900},
         effects=lambda: len(TRANSFERS),
         identity=ME,
-        database_url=writegate_database,
+        database_url=database_url,
     )
     passed(report)
+    return report
+
+
+@pytest.mark.parametrize("tool", [transfer, transfer_without_lookup], ids=lambda t: t.name)
+def test_a_user_write_tool(tool: Any, writegate_database: str) -> None:
+    report = check_transfer(tool, writegate_database)
     settled = report.result(Scenario.LOST_ANSWER_IS_UNKNOWN).figures["settled"]
     assert settled == ("succeeded" if tool is transfer else "escalated")
+
+
+def test_each_figure_names_what_it_counts(writegate_database: str) -> None:
+    report = check_transfer(transfer, writegate_database)
+    figures = {result.scenario: result.figures for result in report.results}
+    assert figures[Scenario.NOTHING_BEFORE_CONFIRM] == {"effects": 1, "interrupts": 1}
+    # 16 racing confirms: one receipt, one effect; the tool's step in the confirming
+    # transaction (its validate) ran once, its function (the downstream call) once
+    assert figures[Scenario.CONCURRENT_CONFIRMS] == {
+        "confirms": 16,
+        "receipts": 1,
+        "effects": 1,
+        "in_transaction": 1,
+        "downstream_calls": 1,
+        "lookups": 0,
+        "request_keys": 1,
+    }
+    assert figures[Scenario.STRANGER_REPLAY] == {
+        "stranger_refusals": 12,
+        "owner_replay_refused_as": "already_consumed",
+        "effects": 1,
+    }
+    assert figures[Scenario.EDIT_SUPERSEDES] == {"superseded_refusals": 2, "effects": 1}
+    # the answer lost after the call applied: never sent again (it may have applied)
+    assert figures[Scenario.LOST_ANSWER_IS_UNKNOWN] == {
+        "downstream_calls": 1,
+        "effects": 1,
+        "settled": "succeeded",
+        "request_keys": 1,
+    }
+    # the call timed out before applying: not sent again blindly; the reconciler's lookup
+    # says "never seen", and it sends it once more, with the same key
+    assert figures[Scenario.RETRIES_KEEP_THE_KEY] == {
+        "downstream_calls": 1,
+        "reconciler_lookups": 1,
+        "reconciler_resends": 1,
+        "request_keys": 1,
+    }
 
 
 DATABASES_SQL = "SELECT datname FROM pg_database"

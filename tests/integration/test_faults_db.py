@@ -40,6 +40,7 @@ from writegate.approval.service import Confirmation
 from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.graph.build import build_graph
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
 from writegate.surfaces.web import create_app
@@ -47,11 +48,11 @@ from writegate.surfaces.web import create_app
 pytestmark = pytest.mark.slow
 
 LEASE = timedelta(seconds=2)
-RETRY = RetryPolicy(base_delay=0.01, lease=LEASE)
+RETRY = RetryPolicy(base_delay=0.01, call_timeout=1.0, lease=LEASE)  # the lease outlasts it
 POOL_WAIT_S = 2.0  # how long a caller waits for a connection while the database is away
-EXECUTION_SQL = "SELECT status FROM wg_executions WHERE proposal_id = %s"
+EXECUTION_SQL = "SELECT status FROM writegate.executions WHERE proposal_id = %s"
 EFFECTS_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"
-TOKEN_SQL = "SELECT status FROM wg_tokens WHERE proposal_id = %s"
+TOKEN_SQL = "SELECT status FROM writegate.tokens WHERE proposal_id = %s"
 
 
 class Hooks:
@@ -147,7 +148,7 @@ def module_world(create_database: Callable[[], str], test_server_url: str) -> It
     provider = ProviderProcess(db).start()
     hooks = Hooks()
     direct = open_pool(db)
-    rt = Runtime.open(
+    rt = open_demo(
         proxy.url(db), setup=False, provider=provider.client(), retry=RETRY, step_hook=hooks
     )
     rt.pool.timeout = POOL_WAIT_S
@@ -187,7 +188,7 @@ def user() -> Identity:
 def test_cut_inside_the_execute_transaction_rolls_back_and_the_retry_runs_once(world, capsys):
     who = user()
     order, proposal, token = world.confirmed(who)
-    rule = world.proxy.arm(b"INSERT INTO wg_executions")  # the claim, mid-transaction
+    rule = world.proxy.arm(b"writegate.claim(")  # the claim, mid-transaction
 
     with pytest.raises(TemporarilyUnavailable) as info:
         world.rt.executor.execute(who, token)
@@ -208,7 +209,7 @@ def test_lost_commit_answer_of_the_execute_transaction_is_finished_by_the_retry(
     who = user()
     order, proposal, token = world.confirmed(who)
     # The COMMIT reaches the server; its answer never reaches writegate.
-    world.proxy.arm(b"INSERT INTO wg_executions", then=b"COMMIT", deliver=True)
+    world.proxy.arm(b"writegate.claim(", then=b"COMMIT", deliver=True)
 
     with pytest.raises(TemporarilyUnavailable) as info:
         world.rt.executor.execute(who, token)
@@ -295,9 +296,9 @@ def test_cut_during_a_confirm_asks_again_and_the_thread_resumes(world, capsys, a
     graph, config, order, proposal_id, call_id = _paused(world, who)
     confirm = Command(resume={"action": "confirm", "proposal_id": proposal_id})
     if answer_lost:  # the confirm commits; its answer is lost
-        world.proxy.arm(b"INSERT INTO wg_tokens", then=b"COMMIT", deliver=True)
+        world.proxy.arm(b"writegate.claim(", then=b"COMMIT", deliver=True)
     else:  # the confirm is cut mid-transaction and rolls back
-        world.proxy.arm(b"INSERT INTO wg_tokens")
+        world.proxy.arm(b"writegate.claim(")
 
     out = graph.invoke(confirm, config)
     (asked,) = out["__interrupt__"]  # the same question, with why the answer failed

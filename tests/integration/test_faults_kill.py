@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.app_db import setup_app
 from tests.integration.fault_scripts.harness import (
     TALLY,
     Child,
@@ -36,24 +37,23 @@ from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled, r
 from writegate.approval.retention import RetentionPolicy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
-from writegate.checkpoints.migrate import setup_database
-from writegate.checkpoints.ops import PgBacklog, PgTombstones, purge
+from writegate.checkpoints.ops import PgBacklog, purge
 from writegate.checkpoints.pool import Pool, open_pool
-from writegate.tools.domain import default_registry
+from writegate.tools.demo.domain import default_registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fault_tally")]
 
-FAST_RETRY = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=5))
-EXECUTION_SQL = "SELECT * FROM wg_executions WHERE proposal_id = %s"
+FAST_RETRY = RetryPolicy(base_delay=0.01, call_timeout=2.0, lease=timedelta(seconds=5))
+EXECUTION_SQL = "SELECT * FROM writegate.executions WHERE proposal_id = %s"
 LEASE_EXPIRED_SQL = """
-SELECT lease_expires_at <= now() AS expired FROM wg_executions WHERE proposal_id = %s"""
+SELECT lease_expires_at <= now() AS expired FROM writegate.executions WHERE proposal_id = %s"""
 EFFECTS_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"
 
 
 @pytest.fixture(scope="module")
 def db(create_database: Callable[[], str]) -> str:
     url = create_database()  # its own database: reconcile and purge see only this suite
-    setup_database(url)
+    setup_app(url)
     return url
 
 
@@ -82,7 +82,7 @@ class World:
         return ApprovalService(PgLedgerStore(self.pool), registry)
 
     def executor(self) -> Executor:
-        return Executor(self.service(), retry=FAST_RETRY, tombstones=PgTombstones())
+        return Executor(self.service(), retry=FAST_RETRY)
 
     def confirmed(self, who: Identity) -> tuple[str, Proposal, str]:
         service = self.service()
@@ -201,7 +201,7 @@ def test_killed_after_recording_before_the_checkpoint_resumes_to_the_receipt(wor
     from langgraph.types import Command
 
     from writegate.graph.build import build_graph
-    from writegate.graph.runtime import Runtime
+    from writegate.graph.demo import open_demo
     from writegate.graph.scripted import ScriptedChatModel
 
     who, order = user(), ""
@@ -222,7 +222,7 @@ def test_killed_after_recording_before_the_checkpoint_resumes_to_the_receipt(wor
     assert world.effects(order) == 1
 
     # A new process resumes the thread from its last checkpoint.
-    with Runtime.open(world.db, setup=False, provider=world.provider.client()) as rt:
+    with open_demo(world.db, setup=False, provider=world.provider.client()) as rt:
         graph = build_graph(
             rt, model=ScriptedChatModel(script=_done_replies()), checkpointer=rt.checkpointer
         )

@@ -21,6 +21,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
+from tests.app_db import setup_app
 from tests.integration.fault_scripts.harness import (
     ProviderProcess,
     fault_line,
@@ -37,9 +38,9 @@ from writegate.approval.models import Identity
 from writegate.approval.reconcile import ReconcilePolicy, Reconciler, receipt_for
 from writegate.approval.service import Confirmation
 from writegate.checkpoints.database import with_database
-from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.ops import PgBacklog
 from writegate.graph.build import build_graph
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
 
@@ -48,7 +49,7 @@ pytestmark = pytest.mark.slow
 WRITES = 120
 CRASH_AT = 40
 LEASE = timedelta(seconds=3)
-RETRY = RetryPolicy(base_delay=0.01, lease=LEASE)
+RETRY = RetryPolicy(base_delay=0.01, call_timeout=2.0, lease=LEASE)  # the lease outlasts it
 OUTAGE_DEADLINE_S = 60.0
 T = TypeVar("T")
 
@@ -101,7 +102,7 @@ def test_postgres_restart_mid_run_every_write_once_and_a_paused_thread_resumes(c
     db = with_database(cluster.url, "writegate_restart")
     with psycopg.connect(cluster.url, autocommit=True) as conn:
         conn.execute("CREATE DATABASE writegate_restart")
-    setup_database(db)
+    setup_app(db)
     provider = ProviderProcess(db).start()
     outage = Outage(cluster)
     crash_armed = threading.Event()
@@ -111,7 +112,7 @@ def test_postgres_restart_mid_run_every_write_once_and_a_paused_thread_resumes(c
             crash_armed.clear()
             outage.crash()
 
-    rt = Runtime.open(
+    rt = open_demo(
         db, setup=False, provider=provider.client(timeout=5.0), retry=RETRY, step_hook=hook
     )
     rt.pool.timeout = 2.0

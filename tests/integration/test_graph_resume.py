@@ -35,6 +35,7 @@ from tests.integration.graph_helpers import (
     tool_messages,
 )
 from writegate.approval.errors import NotFound
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 
 AWAITING = ["awaiting_confirmation"]
@@ -142,7 +143,7 @@ def test_decline_and_cancel_are_distinct_outcomes(
 
 def test_expiry_is_judged_on_the_server_clock_right_open(rt: Runtime) -> None:
     moment = [db_now(rt)]
-    pinned = Runtime.open(rt.url, setup=False, clock=lambda: moment[0], max_connections=2)
+    pinned = open_demo(rt.url, setup=False, clock=lambda: moment[0], max_connections=2)
     try:
         thread, order = new_id("t"), new_order(rt)
         graph, asked = start_refund(pinned, thread, order)
@@ -226,26 +227,26 @@ class SimulatedCrash(Exception):
 def _crash_after_the_decision(rt: Runtime, patch: pytest.MonkeyPatch, where: str) -> str:
     """Make the process 'die' right after the confirm; the proposal's status it leaves.
 
-    `two_steps`: the confirm committed on its own, the execution never started (the
-    path taken when the one-transaction confirm-and-execute does not apply).
-    `one_transaction`: inside the transaction that confirms and executes together,
-    before its commit: nothing of it stays.
+    `two_steps`: the confirm committed on its own (as a client's confirm that hands out a
+    token does), and the execution never started. `one_transaction`: inside the
+    transaction that confirms and executes together, before its commit: nothing of it
+    stays.
     """
-
-    def crash(*args: Any, **kwargs: Any) -> Any:
-        raise SimulatedCrash
-
     if where == "two_steps":
-        patch.setattr(rt.executor, "confirm_and_execute", lambda *a, **k: None)
-        patch.setattr(rt.executor, "execute_confirmed", crash)
-        return "confirmed"
-    decide_in = rt.service.decide_in
 
-    def decide_then_crash(*args: Any, **kwargs: Any) -> Any:
-        decide_in(*args, **kwargs)
+        def decide_then_crash(identity: Any, decision: Any, operation: Any = None) -> Any:
+            rt.service.decide(identity, decision)
+            raise SimulatedCrash
+
+        patch.setattr(rt.executor, "confirm", decide_then_crash)
+        return "confirmed"
+    confirming = rt.service.confirming
+
+    def confirming_then_crash(*args: Any, **kwargs: Any) -> Any:
+        confirming(*args, **kwargs)
         raise SimulatedCrash
 
-    patch.setattr(rt.service, "decide_in", decide_then_crash)
+    patch.setattr(rt.service, "confirming", confirming_then_crash)
     return "awaiting_confirmation"
 
 
@@ -389,7 +390,7 @@ def test_langchain_decision_naming_another_proposal_is_refused(rt: Runtime, wher
 
 
 AUDIT_EVENTS_SQL = """
-SELECT event, status FROM wg_audit WHERE proposal_id = %s ORDER BY audit_id
+SELECT event, status FROM writegate.audit WHERE proposal_id = %s ORDER BY audit_id
 """
 
 

@@ -11,6 +11,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
+from tests.app_db import setup_app
 from tests.integration.graph_helpers import (
     config,
     confirm,
@@ -27,15 +28,15 @@ from tests.integration.graph_helpers import (
 )
 from writegate.approval.execution import RetryPolicy
 from writegate.approval.reconcile import Reconciler
-from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.ops import PgBacklog
 from writegate.graph.build import build_graph
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
 from writegate.graph.settled import MARK
 from writegate.graph.writegate import Writegate
-from writegate.tools.faults import FaultScript
-from writegate.tools.provider import SimulatedProvider
+from writegate.tools.demo.faults import FaultScript
+from writegate.tools.demo.provider import SimulatedProvider
 
 NO_WAIT = RetryPolicy(base_delay=0.0)
 
@@ -48,8 +49,8 @@ def faults() -> FaultScript:
 @pytest.fixture(scope="module")
 def rt(create_database: Callable[[], str], faults: FaultScript) -> Iterator[Runtime]:
     url = create_database()
-    setup_database(url)
-    runtime = Runtime.open(
+    setup_app(url)
+    runtime = open_demo(
         url, setup=False, retry=NO_WAIT, provider=SimulatedProvider(url, faults=faults)
     )
     try:

@@ -23,9 +23,9 @@ from tests.integration.http_fixtures import (
     wait_for,
 )
 from writegate.approval.service import Policy
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 from writegate.surfaces.web import Settings, create_app
-from writegate.tools.provider import SimulatedProvider
+from writegate.tools.demo.provider import SimulatedProvider
 
 
 @pytest.fixture(scope="module")
@@ -231,13 +231,13 @@ def test_a_thread_with_a_pending_approval_takes_no_new_message(
 
 
 def test_an_expired_approval_is_gone(url: str, alice: dict[str, str]) -> None:
-    runtime = Runtime.open(url, setup=False, policy=Policy(proposal_ttl=timedelta(seconds=1)))
+    runtime = open_demo(url, setup=False, policy=Policy(proposal_ttl=timedelta(seconds=1)))
     try:
         with TestClient(create_app(runtime)) as client:
             order = new_order(url)
             thread, pid = propose_refund(client, alice, order)
             with psycopg.connect(url, autocommit=True) as conn:  # now() per statement
-                query = "SELECT now() >= expires_at FROM wg_proposals WHERE proposal_id = %s"
+                query = "SELECT now() >= expires_at FROM writegate.proposals WHERE proposal_id = %s"
                 wait_for(lambda: conn.execute(query, (pid,)).fetchone()[0], what="expiry")
             pending = client.get("/v1/approvals", headers=alice).json()["approvals"]
             assert pid not in [a["proposal_id"] for a in pending]
@@ -294,7 +294,7 @@ def test_health_metrics_and_page(client: TestClient) -> None:
 def execution_of(url: str, proposal_id: str) -> str:
     with psycopg.connect(url) as conn:
         row = conn.execute(
-            "SELECT execution_id FROM wg_executions WHERE proposal_id = %s", (proposal_id,)
+            "SELECT execution_id FROM writegate.executions WHERE proposal_id = %s", (proposal_id,)
         ).fetchone()
     assert row is not None, proposal_id
     return str(row[0])
@@ -322,7 +322,7 @@ def test_a_second_click_while_the_first_executes_waits_for_it(
     url: str, alice: dict[str, str]
 ) -> None:
     gate = Gate()
-    runtime = Runtime.open(url, setup=False, provider=SimulatedProvider(url, faults=gate))
+    runtime = open_demo(url, setup=False, provider=SimulatedProvider(url, faults=gate))
     app = create_app(runtime, settings=Settings(decision_lock_wait_s=0.3))
     try:
         with ThreadServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:

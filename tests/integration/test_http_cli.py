@@ -31,7 +31,7 @@ def test_keys_create_prints_the_key_once_and_stores_its_hash(
     assert secret.startswith("wgk_") and "\n" not in secret
     with psycopg.connect(url) as conn:
         rows = conn.execute(
-            "SELECT key_hash, user_id, tenant_id, roles FROM wg_api_keys"
+            "SELECT key_hash, user_id, tenant_id, roles FROM writegate.api_keys"
         ).fetchall()
     assert rows == [(hash_secret(secret), "user_42", "tenant_hz", ["approver"])]
     assert secret not in str(rows)

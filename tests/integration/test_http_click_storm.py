@@ -25,7 +25,7 @@ from tests.integration.http_fixtures import (
     seeded_database,
     sse_events,
 )
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 from writegate.surfaces.web import Settings, create_app
 
 CLICKS = 64
@@ -76,7 +76,7 @@ def test_a_click_storm_stays_within_the_pools_and_refunds_once(
 ) -> None:
     url = seeded_database(create_database)
     alice = {"Authorization": "Bearer " + make_key(url, "user_42")}
-    runtime = Runtime.open(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
+    runtime = open_demo(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
     settings = Settings(decision_lock_wait_s=5.0, lock_connections=LOCK_CONNECTIONS)
     app = create_app(runtime, settings=settings)
     try:
@@ -121,7 +121,7 @@ def test_with_every_lock_session_taken_a_request_is_told_to_retry_not_500(
 ) -> None:
     url = seeded_database(create_database)
     alice = {"Authorization": "Bearer " + make_key(url, "user_42")}
-    runtime = Runtime.open(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
+    runtime = open_demo(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
     app = create_app(runtime, settings=Settings(lock_connections=1))
     try:
         with TestClient(app) as client:
@@ -158,7 +158,7 @@ def test_a_click_that_finds_the_thread_busy_waits_shared_and_gets_the_same_recei
     when it is released) and answers with the one receipt, as a replay."""
     url = seeded_database(create_database)
     alice = {"Authorization": "Bearer " + make_key(url, "user_42")}
-    runtime = Runtime.open(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
+    runtime = open_demo(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
     app = create_app(runtime, settings=Settings(decision_lock_wait_s=60.0))
     try:
         with ThreadServer(app) as server, httpx.Client(base_url=server.url, timeout=60) as http:

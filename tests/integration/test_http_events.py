@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from jsonschema import Draft202012Validator
 
 from tests.integration.http_fixtures import ThreadServer, make_key, new_order
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 from writegate.surfaces.web import create_app
 
 STREAM = "/v1/threads/{thread_id}/messages"
@@ -76,7 +76,7 @@ def test_every_streamed_event_matches_its_documented_schema(client: TestClient, 
 @pytest.fixture(scope="module")
 def replicas(url: str) -> Iterator[tuple[str, str]]:
     """Two servers with their own runtimes (pools) on one database: two replicas."""
-    first, second = Runtime.open(url, setup=False), Runtime.open(url, setup=False)
+    first, second = open_demo(url, setup=False), open_demo(url, setup=False)
     with ThreadServer(create_app(first)) as a, ThreadServer(create_app(second)) as b:
         yield a.url, b.url
     first.close()

@@ -21,7 +21,7 @@ from tests.integration.http_fixtures import (
     provider_refunds,
     seeded_database,
 )
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 from writegate.surfaces.web import Settings, create_app
 from writegate.surfaces.web.services import TTL_ENV
 
@@ -53,7 +53,7 @@ def key(url: str) -> str:
 
 @pytest.fixture(scope="module")
 def site(url: str) -> Iterator[str]:
-    runtime = Runtime.open(url, setup=False)
+    runtime = open_demo(url, setup=False)
     try:
         with ThreadServer(create_app(runtime)) as server:
             yield server.url

@@ -32,7 +32,7 @@ from schemathesis import checks
 from schemathesis.core.parameters import ParameterLocation
 
 from tests.integration.http_fixtures import make_key, new_order, seeded_database, sse_events
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 from writegate.surfaces.web import Settings, create_app
 from writegate.surfaces.web.app import API_ROUTERS
 from writegate.surfaces.web.inputs import query_model
@@ -169,7 +169,7 @@ def ask_for_refund(client: TestClient, headers: dict[str, str], url: str) -> tup
 def seeded(create_database: Callable[[], str]) -> Iterator[Seeded]:
     print(f"schemathesis seed {SEED} (set WRITEGATE_SCHEMA_SEED to change it)")
     url = seeded_database(create_database)
-    runtime = Runtime.open(url, setup=False)
+    runtime = open_demo(url, setup=False)
     APP.state.wg = Services.build(runtime, Settings())
     headers = {"Authorization": "Bearer " + make_key(url, "user_42", roles=("approver",))}
     client = TestClient(APP)

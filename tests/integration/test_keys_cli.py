@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from tests.integration.http_fixtures import seeded_database
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 from writegate.surfaces.cli import serve as cli_serve
 from writegate.surfaces.web import create_app
 
@@ -36,7 +36,7 @@ def keys() -> Callable[..., Result]:
 
 @pytest.fixture(scope="module")
 def client(url: str) -> Iterator[TestClient]:
-    runtime = Runtime.open(url, setup=False)
+    runtime = open_demo(url, setup=False)
     with TestClient(create_app(runtime)) as test_client:
         yield test_client
     runtime.close()
@@ -50,8 +50,8 @@ def _create(keys: Callable[..., Result], url: str, user: str, *roles: str) -> tu
     secret = made.stdout.strip()
     with psycopg.connect(url) as conn:
         row = conn.execute(
-            "SELECT key_id FROM wg_api_keys WHERE created_at = "
-            "(SELECT max(created_at) FROM wg_api_keys WHERE user_id = %s)",
+            "SELECT key_id FROM writegate.api_keys WHERE created_at = "
+            "(SELECT max(created_at) FROM writegate.api_keys WHERE user_id = %s)",
             (user,),
         ).fetchone()
     assert row is not None

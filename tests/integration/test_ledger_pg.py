@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.app_db import setup_app
 from tests.integration.ledger_helpers import (
     ALICE,
     confirm,
@@ -25,11 +26,11 @@ from writegate.approval import errors
 from writegate.approval.canonical import digest
 from writegate.approval.decisions import Confirm, Edit
 from writegate.approval.execution import Executor
-from writegate.approval.models import Identity
+from writegate.approval.models import Identity, Receipt
 from writegate.approval.service import ApprovalService, Policy
 from writegate.approval.store import CallLookup
 from writegate.checkpoints.ledger import PgLedgerStore
-from writegate.checkpoints.migrate import setup_database
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 
 WORKERS = 16
@@ -51,13 +52,13 @@ class PinnedClock:
 def ledger_db(create_database: Callable[[], str]) -> str:
     """A database of this module's own: its orders must not show up in others' lists."""
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     return url
 
 
 @pytest.fixture(scope="module")
 def rt(ledger_db: str) -> Iterator[Runtime]:
-    runtime = Runtime.open(ledger_db, max_connections=WORKERS + 4)
+    runtime = open_demo(ledger_db, max_connections=WORKERS + 4)
     yield runtime
     runtime.close()
 
@@ -169,7 +170,7 @@ def test_replay_matrix_each_refused_with_its_own_code_and_nothing_written(rt):
 
 
 REFUSALS_SQL = """
-SELECT status, error_code FROM wg_audit
+SELECT status, error_code FROM writegate.audit
 WHERE tenant_id = %s AND event = 'execute' AND status IN ('refused', 'duplicate')
 ORDER BY audit_id"""
 
@@ -203,7 +204,7 @@ def test_each_refused_unknown_token_leaves_one_audit_row_with_its_code(rt):
 
 def test_token_is_expired_at_exactly_its_expiry_on_the_server_clock(rt, ledger_db):
     clock = PinnedClock()
-    pinned = Runtime.open(ledger_db, setup=False, clock=clock)
+    pinned = open_demo(ledger_db, setup=False, clock=clock)
     try:
         order_id = new_order(pinned)
         clock.at = server_now(pinned)
@@ -223,7 +224,7 @@ def test_token_is_expired_at_exactly_its_expiry_on_the_server_clock(rt, ledger_d
 
 def test_proposal_is_expired_at_exactly_its_expiry(rt, ledger_db):
     clock = PinnedClock()
-    pinned = Runtime.open(ledger_db, setup=False, clock=clock)
+    pinned = open_demo(ledger_db, setup=False, clock=clock)
     try:
         order_id = new_order(pinned)
         clock.at = server_now(pinned)
@@ -266,7 +267,8 @@ ROWS_SQL = """
 SELECT p.status, p.decided_by, p.decided_at, t.status AS token_status, t.issued_at,
        t.consumed_at, t.execution_id = e.execution_id AS token_names_execution,
        e.status AS execution_status
-FROM wg_proposals p JOIN wg_tokens t USING (proposal_id) JOIN wg_executions e USING (proposal_id)
+FROM writegate.proposals p JOIN writegate.tokens t USING (proposal_id)
+    JOIN writegate.executions e USING (proposal_id)
 WHERE p.proposal_id = %s"""
 
 
@@ -280,8 +282,8 @@ def ledger_rows(rt: Runtime, proposal_id: str) -> dict[str, object]:
 def test_the_one_transaction_confirm_leaves_the_rows_the_two_step_confirm_leaves(rt):
     together = propose_refund(rt, new_order(rt), amount=100)
     decision = Confirm(action="confirm", proposal_id=together.proposal_id)
-    receipt = rt.executor.confirm_and_execute(ALICE, decision, "refund_order")
-    assert receipt is not None and receipt.status == "succeeded"
+    receipt = rt.executor.confirm(ALICE, decision, "refund_order")
+    assert isinstance(receipt, Receipt) and receipt.status == "succeeded"
     apart = propose_refund(rt, new_order(rt), amount=100)
     assert rt.executor.execute(ALICE, confirm(rt, apart).token).status == "succeeded"
 
@@ -320,7 +322,7 @@ def test_same_request_key_with_different_arguments_is_a_conflict(rt):
     second = confirm(rt, propose_refund(rt, order_id, amount=300))
     with rt.pool.connection() as conn:
         conn.execute(
-            "UPDATE wg_tokens SET request_key = %s WHERE proposal_id = %s",
+            "UPDATE writegate.tokens SET request_key = %s WHERE proposal_id = %s",
             (first.request_key, second.proposal.proposal_id),
         )
     with pytest.raises(errors.IdempotencyConflict):
@@ -375,7 +377,7 @@ def test_every_audit_row_hashes_the_arguments_it_holds(rt):
     Executor(rt.service).execute(ALICE, confirm(rt, token_way).token)
     one_way = propose_refund(rt, new_order(rt), amount=800)
     decision = Confirm(action="confirm", proposal_id=one_way.proposal_id)
-    assert rt.executor.confirm_and_execute(ALICE, decision, "refund_order") is not None
+    assert rt.executor.confirm(ALICE, decision, "refund_order") is not None
     for proposal in (token_way, one_way):
         rows = list(rt.store.audit_rows(ALICE.tenant_id, proposal_id=proposal.proposal_id))
         assert [r["event"] for r in rows] == ["propose", "decide", "execute"]
@@ -397,9 +399,9 @@ class _FirstLookupMisses(PgLedgerStore):
 
     missed = False
 
-    def look_up_call(self, *args: Any) -> CallLookup:
+    def look_up_call(self, *args: Any, **where: Any) -> CallLookup:
         if self.missed:
-            return super().look_up_call(*args)
+            return super().look_up_call(*args, **where)
         self.missed = True
         return CallLookup(None)
 
@@ -422,7 +424,7 @@ def test_a_twin_that_inserted_first_is_the_answer_and_nothing_else_is_written(rt
     assert [r["event"] for r in rows] == ["propose"]
     with rt.pool.connection() as conn:
         count = conn.execute(
-            "SELECT count(*) AS n FROM wg_proposals WHERE thread_id = %s", (first.thread_id,)
+            "SELECT count(*) AS n FROM writegate.proposals WHERE thread_id = %s", (first.thread_id,)
         ).fetchone()
         assert count is not None and count["n"] == 1
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

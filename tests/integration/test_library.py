@@ -43,7 +43,7 @@ from tests.integration.library_helpers import (
 from writegate import Writegate, write_tool
 from writegate.approval.errors import NotFound
 
-AUDIT_SQL = "SELECT event, status FROM wg_audit WHERE thread_id = %s AND tool_name = %s"
+AUDIT_SQL = "SELECT event, status FROM writegate.audit WHERE thread_id = %s AND tool_name = %s"
 
 
 @tool

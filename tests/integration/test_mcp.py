@@ -21,6 +21,7 @@ import pytest
 from mcp import Client
 from psycopg.rows import dict_row
 
+from tests.app_db import setup_app
 from tests.integration.mcp_helpers import (
     Person,
     accept,
@@ -34,10 +35,9 @@ from tests.integration.mcp_helpers import (
     start_http_server,
     stdio_session,
 )
-from writegate.checkpoints.keys import create_key, revoke_key
-from writegate.checkpoints.migrate import setup_database
-from writegate.tools.domain import default_registry
-from writegate.tools.seed import seed_demo
+from writegate.surfaces.store.keys import create_key, revoke_key
+from writegate.tools.demo.domain import default_registry
+from writegate.tools.demo.seed import seed_demo
 
 REQUEST = "request_refund_order_confirmation"
 EXECUTE = "execute_confirmed_refund_order"
@@ -49,7 +49,7 @@ ERROR_KEYS = {"code", "message", "retryable", "request_id"}
 @pytest.fixture(scope="module")
 def mcp_db(create_database: Callable[[], str]) -> str:
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     with psycopg.connect(url) as conn:
         seed_demo(conn)
     return url

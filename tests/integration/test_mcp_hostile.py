@@ -14,18 +14,18 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from tests.app_db import setup_app
 from tests.integration.mcp_helpers import Person, accept, refunds_at_provider, stdio_session
 from tests.integration.test_mcp import EXECUTE, REQUEST, execute_args, failed, ok, refund
-from writegate.checkpoints.migrate import setup_database
-from writegate.tools.seed import seed_demo
+from writegate.tools.demo.seed import seed_demo
 
-COUNT_PROPOSALS_SQL = "SELECT count(*) AS n FROM wg_proposals"
+COUNT_PROPOSALS_SQL = "SELECT count(*) AS n FROM writegate.proposals"
 
 
 @pytest.fixture(scope="module")
 def mcp_db(create_database: Callable[[], str]) -> str:
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     with psycopg.connect(url) as conn:
         seed_demo(conn)
     return url

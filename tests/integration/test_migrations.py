@@ -1,4 +1,6 @@
-"""The migration runner: idempotent, append-only, safe from parallel processes."""
+"""The migration runner (idempotent, append-only, safe from parallel processes), each
+owner's list (the core's, the demo's, the HTTP service's), and the adoption of a
+database set up before writegate's tables moved into a schema of their own."""
 
 from __future__ import annotations
 
@@ -12,11 +14,19 @@ import psycopg
 import pytest
 from langgraph.checkpoint.postgres import PostgresSaver
 
-from writegate.checkpoints.migrate import MigrationError, apply_migrations, migration_checksum
-from writegate.checkpoints.schema import MIGRATIONS
+from tests.integration.legacy_schema import LEGACY_MIGRATIONS
+from writegate.checkpoints.migrate import (
+    MigrationError,
+    MigrationList,
+    apply_migrations,
+    migration_checksum,
+)
+from writegate.checkpoints.schema import CORE, setup_database
+from writegate.surfaces.store.schema import SERVICE
+from writegate.tools.demo.schema import DEMO
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLE = "test_migrations_log"
+TABLE = "public.test_migrations_log"
 # The sleep widens the window in which parallel runners would collide.
 TEST_MIGRATIONS = [
     "SELECT pg_sleep(0.3); CREATE TABLE mig_items (id integer PRIMARY KEY)",
@@ -29,6 +39,10 @@ CHECKPOINT_TABLES = {
     "checkpoint_writes",
     "checkpoint_migrations",
 }
+
+
+def as_list(migrations: list[str]) -> MigrationList:
+    return MigrationList(name="test", table=TABLE, migrations=migrations)
 
 
 def _versions(url: str, table: str = TABLE) -> list[int]:
@@ -61,14 +75,14 @@ def _run_parallel(code: str, n: int) -> list[str]:
 
 def test_runs_twice_and_appends(create_database: Callable[[], str]) -> None:
     url = create_database()
-    assert apply_migrations(url, TEST_MIGRATIONS, table=TABLE) == 3
-    assert apply_migrations(url, TEST_MIGRATIONS, table=TABLE) == 0
+    assert apply_migrations(url, as_list(TEST_MIGRATIONS)) == 3
+    assert apply_migrations(url, as_list(TEST_MIGRATIONS)) == 0
     assert _versions(url) == [1, 2, 3]
     assert _scalar(url, "SELECT count(*) FROM mig_items") == 1
 
     more = [*TEST_MIGRATIONS, "CREATE TABLE mig_third (y integer)"]
     with psycopg.connect(url, autocommit=True) as conn:
-        assert apply_migrations(conn, more, table=TABLE) == 1
+        assert apply_migrations(conn, as_list(more)) == 1
     assert _versions(url) == [1, 2, 3, 4]
     checksum = _scalar(url, f"SELECT checksum FROM {TABLE} WHERE version = 4")
     assert checksum == migration_checksum(more[3])
@@ -76,24 +90,24 @@ def test_runs_twice_and_appends(create_database: Callable[[], str]) -> None:
 
 def test_edited_or_unknown_history_is_refused(create_database: Callable[[], str]) -> None:
     url = create_database()
-    apply_migrations(url, TEST_MIGRATIONS, table=TABLE)
+    apply_migrations(url, as_list(TEST_MIGRATIONS))
     edited = [*TEST_MIGRATIONS]
     edited[1] = "ALTER TABLE mig_items ADD COLUMN label text"
     with pytest.raises(MigrationError, match="append-only"):
-        apply_migrations(url, edited, table=TABLE)
+        apply_migrations(url, as_list(edited))
     with pytest.raises(MigrationError, match="older than the database"):
-        apply_migrations(url, TEST_MIGRATIONS[:2], table=TABLE)
+        apply_migrations(url, as_list(TEST_MIGRATIONS[:2]))
     # Whitespace-only edits are not changes.
     reindented = [m.replace(" ", "  ") for m in TEST_MIGRATIONS]
-    assert apply_migrations(url, reindented, table=TABLE) == 0
+    assert apply_migrations(url, as_list(reindented)) == 0
 
 
 def test_failed_migration_applies_nothing(create_database: Callable[[], str]) -> None:
     url = create_database()
     broken = [*TEST_MIGRATIONS, "CREATE TABLE mig_bad (", "CREATE TABLE mig_never (z int)"]
-    apply_migrations(url, TEST_MIGRATIONS[:1], table=TABLE)
-    with pytest.raises(MigrationError, match="migration 4"):
-        apply_migrations(url, broken, table=TABLE)
+    apply_migrations(url, as_list(TEST_MIGRATIONS[:1]))
+    with pytest.raises(MigrationError, match="test migration 4"):
+        apply_migrations(url, as_list(broken))
     assert _versions(url) == [1]
     assert _scalar(url, "SELECT to_regclass('mig_other') IS NULL") is True
 
@@ -103,7 +117,7 @@ def test_refuses_connection_inside_transaction(create_database: Callable[[], str
     with psycopg.connect(url) as conn:
         conn.execute("SELECT 1")  # not autocommit: a transaction is now open
         with pytest.raises(MigrationError, match="no transaction open"):
-            apply_migrations(conn, TEST_MIGRATIONS, table=TABLE)
+            apply_migrations(conn, as_list(TEST_MIGRATIONS))
 
 
 @pytest.mark.slow
@@ -111,9 +125,9 @@ def test_parallel_processes_apply_each_version_once(create_database: Callable[[]
     url = create_database()
     code = (
         "import json, sys\n"
-        "from checkpoints.migrate import apply_migrations\n"
-        f"print(apply_migrations({url!r}, json.loads({json.dumps(TEST_MIGRATIONS)!r}),"
-        f" table={TABLE!r}))\n"
+        "from writegate.checkpoints.migrate import MigrationList, apply_migrations\n"
+        f"listed = MigrationList('test', {TABLE!r}, json.loads({json.dumps(TEST_MIGRATIONS)!r}))\n"
+        f"print(apply_migrations({url!r}, listed))\n"
     )
     counts = [int(out) for out in _run_parallel(code, 4)]
     assert sorted(counts) == [0, 0, 0, 3]
@@ -124,7 +138,7 @@ def test_parallel_processes_apply_each_version_once(create_database: Callable[[]
 @pytest.mark.slow
 def test_parallel_setup_database(create_database: Callable[[], str]) -> None:
     url = create_database()
-    code = f"from checkpoints.migrate import setup_database\nsetup_database({url!r})\n"
+    code = f"from writegate.checkpoints.schema import setup_database\nsetup_database({url!r})\n"
     _run_parallel(code, 3)
     _assert_fully_set_up(url)
 
@@ -134,7 +148,7 @@ def test_database_url_fixture_is_set_up(database_url: str) -> None:
 
 
 def _assert_fully_set_up(url: str) -> None:
-    assert _versions(url, "writegate_migrations") == list(range(1, len(MIGRATIONS) + 1))
+    assert _versions(url, "writegate.migrations") == list(range(1, len(CORE.migrations) + 1))
     with psycopg.connect(url) as conn:
         tables = {
             r[0]
@@ -151,69 +165,106 @@ def _assert_fully_set_up(url: str) -> None:
     assert invalid == (0,)
 
 
-# The checksums of the migrations that have shipped. Appending is how the schema changes:
-# a new entry gets a new line here; an edited old entry fails this test.
-SHIPPED_CHECKSUMS = [
-    "ed1d2e34c3befb1b4db9495d1ef4e72c9b3790065901e137b64197b2c2d52dc4",
-    "1c22fc4ee78538d9e7a8f52d7ee160f0229c8dc246f85b32a3bdaa32929a7589",
-    "e7242d46f8dabc4e003e20233248a70b099a08e750bca7dc4e9f643be2aa5241",
-    "51d75795aeaace28b350742d44bd12fd9f6556a35f4e66b56c81f7c7bd0fa9c7",
-    "842b319c776bc8c9625d7d353f135d4d0021c9e19fa558a39c33cb8277f4f315",
-    "0680b19a7948c9298722f87fe42e47044fb5178dfe6a013a32d5fb211efee3a6",
-    "620129ca573e3a436d8c5d78eeba46a754b69efca8992930ceeaa7462f846e38",
-    "2752dd17e90d4d66e5c8087f5f092af96bbddf9234a8aca2173afad967def4c6",
-    "1945b8aeab50245dbede88372fa7a173a669331c214870c65118491a00a0ee14",
-    "1fd398116416fe39e9c9ab8459a0c5e89aa4f5365676b34bcfe85ef430b55cbe",
-    "e690220dc7af1c0d2ada02e6d56be5a6e8393bed2806a3aabd2886c85057ce3e",
-    "faabece9418a09adac8693f8e327388f6770af3b07ab0fbefa0f1d7e17f2f6ec",
-]
+# The checksums of the migrations that have shipped, per list. Appending is how a schema
+# changes: a new entry gets a new line here; an edited old entry fails this test.
+SHIPPED_CHECKSUMS = {
+    "writegate": ["c0b45bd9e034cba7cc2a6974f3d8d6556767eab05c477db8a4d185d0a255da0b"],
+    "service": ["a9ee2e02534165d94557b03153413bc76e94ff35ee610db99fe6f0f4a7dc8eab"],
+    "demo": ["83a783ecea599a953f6f0c633e4e59d2a61eb9f4b9cb11a7aada767d680dc331"],
+}
 
 
-def test_shipped_migrations_are_never_edited() -> None:
-    shipped = [migration_checksum(m) for m in MIGRATIONS[: len(SHIPPED_CHECKSUMS)]]
-    assert shipped == SHIPPED_CHECKSUMS
-    assert len(MIGRATIONS) >= len(SHIPPED_CHECKSUMS)
+@pytest.mark.parametrize("listed", [CORE, SERVICE, DEMO], ids=lambda m: m.name)
+def test_shipped_migrations_are_never_edited(listed: MigrationList) -> None:
+    shipped = SHIPPED_CHECKSUMS[listed.name]
+    assert [migration_checksum(m) for m in listed.migrations[: len(shipped)]] == shipped
 
 
-@pytest.mark.parametrize("old_version", [1, 4, 7])
-def test_an_older_database_upgrades_in_place_keeping_its_rows(
-    create_database: Callable[[], str], old_version: int
+@pytest.mark.parametrize("listed", [CORE, SERVICE, DEMO], ids=lambda m: m.name)
+def test_each_list_applies_once_on_a_fresh_database(
+    create_database: Callable[[], str], listed: MigrationList
 ) -> None:
-    """A database made by an older release (its first migrations only, with data in it)
-    is brought to the current schema by setup, and keeps what it held."""
-    from writegate.checkpoints.migrate import setup_database
-
     url = create_database()
-    apply_migrations(url, MIGRATIONS[:old_version], table="writegate_migrations")
-    with psycopg.connect(url) as conn:
-        conn.execute(
-            "INSERT INTO wg_audit (tenant_id, user_id, tool_name, event, status, duration_ms) "
-            "VALUES ('t_old', 'u_old', 'get_order', 'read', 'ok', 1)"
-        )
-    setup_database(url)
-    assert _versions(url, "writegate_migrations") == list(range(1, len(MIGRATIONS) + 1))
-    assert _scalar(url, "SELECT count(*) FROM wg_audit WHERE tenant_id = 't_old'") == 1
-    setup_database(url)  # and once more: nothing left to apply
-    assert _versions(url, "writegate_migrations") == list(range(1, len(MIGRATIONS) + 1))
+    assert apply_migrations(url, listed) == len(listed.migrations)
+    assert apply_migrations(url, listed) == 0
 
 
-OLD_PROPOSAL_SQL = """
+# -- a database set up before the schema: adopted, rows and all ---------------------------
+
+LEGACY = MigrationList("legacy", "public.writegate_migrations", LEGACY_MIGRATIONS)
+LEGACY_ROWS_SQL = """
 INSERT INTO wg_proposals (proposal_id, thread_id, tool_call_id, subject, tenant_id,
     operation, resource, args, args_digest, fingerprint, state_version, preview,
     policy_version, request_key, status, created_at, expires_at)
-VALUES (%s, 't', %s, 'alice', 't1', 'pay', 'account:a', '{}', 'sha256:x', 'sha256:y', 0,
-    '{}', 'p1', %s, 'awaiting_confirmation', now(), now() + interval '1 hour')"""
-DIGEST_SCHEMES_SQL = "SELECT proposal_id, digest_scheme FROM wg_proposals ORDER BY proposal_id"
+VALUES ('prop_old', 'th_old', 'call_0', 'alice', 't1', 'pay', 'account:a', '{}', 'sha256:x',
+    'sha256:y', 0, '{}', 'p1', 'pay:t1:account:a:prop_old', 'executed', now(),
+    now() + interval '1 hour');
+INSERT INTO wg_tokens (token_hash, proposal_id, subject, tenant_id, audience, operation,
+    resource, args_digest, policy_version, request_key, issued_at, expires_at, status,
+    execution_id)
+VALUES ('th_old', 'prop_old', 'alice', 't1', 'writegate', 'pay', 'account:a', 'sha256:x',
+    'p1', 'pay:t1:account:a:prop_old', now(), now(), 'consumed', 'exec_old');
+INSERT INTO wg_executions (execution_id, request_key, token_hash, proposal_id, tenant_id,
+    subject, operation, resource, args, args_digest, fingerprint, status, created_at,
+    updated_at)
+VALUES ('exec_old', 'pay:t1:account:a:prop_old', 'th_old', 'prop_old', 't1', 'alice', 'pay',
+    'account:a', '{}', 'sha256:x', 'sha256:y', 'unknown', now(), now());
+INSERT INTO wg_audit (tenant_id, user_id, tool_name, event, status, duration_ms, proposal_id)
+VALUES ('t1', 'alice', 'pay', 'execute', 'unknown', 1, 'prop_old');
+INSERT INTO wg_api_keys (key_hash, key_id, user_id, tenant_id)
+VALUES ('h', 'key_old', 'alice', 't1');
+INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor)
+VALUES ('ord_old', 't1', 'alice', 'CNY', 100);
+"""
 
 
-def test_rows_from_before_the_digest_scheme_are_marked_legacy_and_new_rows_jcs(
+def test_a_database_set_up_before_the_schema_is_adopted_rows_and_all(
     create_database: Callable[[], str],
 ) -> None:
     url = create_database()
-    apply_migrations(url, MIGRATIONS[:8])  # the schema before migration 9
+    apply_migrations(url, LEGACY)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(OLD_PROPOSAL_SQL, ("prop_old", "c_old", "k_old"))
-        apply_migrations(conn, MIGRATIONS)
-        conn.execute(OLD_PROPOSAL_SQL, ("prop_new", "c_new", "k_new"))  # a writer naming no scheme
-        rows = conn.execute(DIGEST_SCHEMES_SQL).fetchall()
-    assert rows == [("prop_new", "jcs-sha256"), ("prop_old", "wg-c14n-1")]
+        conn.execute(LEGACY_ROWS_SQL)
+    setup_database(url)
+    apply_migrations(url, SERVICE)
+    apply_migrations(url, DEMO)
+    for table, count in [
+        ("writegate.proposals", 1),
+        ("writegate.tokens", 1),
+        ("writegate.executions", 1),
+        ("writegate.audit", 1),
+        ("writegate.api_keys", 1),
+        ("public.orders", 1),
+    ]:
+        assert _scalar(url, f"SELECT count(*) FROM {table}") == count, table
+    # The unknown execution is still there to reconcile, and the old call keyed as before.
+    assert _scalar(url, "SELECT status FROM writegate.executions") == "unknown"
+    assert _scalar(url, "SELECT message_id FROM writegate.proposals") == ""
+    # Nothing of writegate's own is left in public; the demo's tables stay the app's.
+    assert _tables(url, "public") == {"orders", "refunds", "tickets", "batch_items",
+                                      "writegate_demo_migrations", *CHECKPOINT_TABLES}  # fmt: skip
+    assert _versions(url, "writegate.migrations") == [1, 2]  # adopted as 1, then 2 runs
+    assert _versions(url, "writegate.service_migrations") == [1]
+    assert _versions(url, "public.writegate_demo_migrations") == [1]
+    assert _versions(url, "writegate.legacy_migrations") == list(range(1, 13))
+    setup_database(url)  # and once more: nothing left to do
+    assert _versions(url, "writegate.migrations") == [1, 2]  # adopted as 1, then 2 runs
+
+
+def test_a_database_at_another_old_version_is_refused_and_left_as_it_was(
+    create_database: Callable[[], str],
+) -> None:
+    url = create_database()
+    apply_migrations(url, MigrationList("legacy", LEGACY.table, LEGACY_MIGRATIONS[:8]))
+    with pytest.raises(MigrationError, match="only version 12 is adopted"):
+        setup_database(url)
+    assert "wg_proposals" in _tables(url, "public")
+    assert _scalar(url, "SELECT to_regnamespace('writegate') IS NULL") is True
+
+
+def _tables(url: str, schema: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+        ).fetchall()
+    return {r[0] for r in rows}

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from nbclient import NotebookClient
 
-from writegate.checkpoints.migrate import setup_database
+from tests.app_db import setup_app
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NAMES = ("quickstart.ipynb", "decline_edit_expiry.ipynb", "second_approver.ipynb")
@@ -52,7 +52,7 @@ def test_notebook_runs_top_to_bottom(
     name: str, create_database: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     monkeypatch.setenv("DATABASE_URL", url)  # the kernel inherits this environment
     for var in MODEL_ENV:
         monkeypatch.delenv(var, raising=False)

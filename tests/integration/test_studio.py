@@ -20,9 +20,9 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.schema import Command, Config
 
+from tests.app_db import setup_app
 from tests.integration.studio_helpers import langgraph_dev
-from writegate.checkpoints.migrate import setup_database
-from writegate.tools.seed import seed_demo
+from writegate.tools.demo.seed import seed_demo
 
 IDENTITY = {"user_id": "user_42", "tenant_id": "tenant_hz"}
 REQUEST = "Please refund ord_1001 because the item arrived broken"
@@ -39,7 +39,7 @@ def studio(
 ) -> Iterator[tuple[str, str, str]]:
     """(server URL, test database URL, checkpointer kind) of a running `langgraph dev`."""
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     with psycopg.connect(url, autocommit=True) as conn:
         seed_demo(conn)
     extra = {"checkpointer": POSTGRES_CHECKPOINTER} if request.param == "postgres" else None
@@ -101,7 +101,9 @@ def test_studio_server_runs_a_confirmed_refund_exactly_once(
 
 
 AMOUNTS_SQL = "SELECT amount_minor FROM provider.refunds WHERE order_id = %s ORDER BY created_at"
-THREAD_STATUSES_SQL = "SELECT status FROM wg_proposals WHERE thread_id = %s ORDER BY created_at"
+THREAD_STATUSES_SQL = (
+    "SELECT status FROM writegate.proposals WHERE thread_id = %s ORDER BY created_at"
+)
 
 
 def _query(url: str, sql: str, *params: Any) -> list[Any]:

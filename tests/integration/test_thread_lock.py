@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
+from tests.app_db import setup_app
 from writegate.approval.errors import InProgress
-from writegate.checkpoints.http_store import LOCK_NAMESPACE, HttpStore
-from writegate.checkpoints.migrate import setup_database
 from writegate.checkpoints.pool import open_pool
+from writegate.surfaces.store.http_store import LOCK_NAMESPACE, HttpStore
 
 LOCK_TIMEOUT_SQL = "SELECT current_setting('lock_timeout') AS v"
 
@@ -20,7 +20,7 @@ LOCK_TIMEOUT_SQL = "SELECT current_setting('lock_timeout') AS v"
 @pytest.fixture
 def store(create_database: Callable[[], str]) -> Iterator[HttpStore]:
     url = create_database()
-    setup_database(url)
+    setup_app(url)
     pool = open_pool(url, max_size=2)
     store = HttpStore(pool, url, lock_connections=1)  # one session: every lock reuses it
     yield store

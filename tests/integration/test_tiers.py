@@ -51,10 +51,11 @@ from writegate.approval import errors
 from writegate.approval.models import Identity, ProposalStatus
 from writegate.approval.policy import parse_policy
 from writegate.approval.service import ApprovalService, Confirmation
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.cli.common import console
 
-SELF_APPROVE_SQL = "UPDATE wg_proposals SET second_approver = subject WHERE proposal_id = %s"
+SELF_APPROVE_SQL = "UPDATE writegate.proposals SET second_approver = subject WHERE proposal_id = %s"
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def test_the_database_refuses_a_requester_approving_their_own_request(rt):
 
 def test_highest_tier_token_lives_sixty_seconds_on_the_server_clock(rt):
     clock = PinnedClock()
-    pinned = Runtime.open(rt.url, setup=False, clock=clock)
+    pinned = open_demo(rt.url, setup=False, clock=clock)
     try:
         order = new_order(pinned, 6000000)
         clock.at = server_now(pinned)
@@ -223,7 +224,7 @@ def test_revocation_after_execution_started_reports_it_and_undoes_nothing(rt):
                 rt.service.revoke(APPROVER, proposal.proposal_id)
             late.append(caught.value)
 
-    runtime = Runtime.open(rt.url, setup=False, step_hook=revoke_when)
+    runtime = open_demo(rt.url, setup=False, step_hook=revoke_when)
     try:
         assert runtime.executor.execute(REQUESTER, token).status == "succeeded"
     finally:

@@ -22,10 +22,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.integration.http_fixtures import ROOT, make_key, new_order, seeded_database, sse_events
 from writegate.approval import tracing
 from writegate.approval.execution import RetryPolicy
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 from writegate.surfaces.web import create_app
-from writegate.tools.faults import FaultScript
-from writegate.tools.provider import SimulatedProvider
+from writegate.tools.demo.faults import FaultScript
+from writegate.tools.demo.provider import SimulatedProvider
 
 LIFE = ["writegate.propose", "writegate.decide", "writegate.execute"]
 
@@ -62,7 +62,7 @@ def test_a_proposal_confirmed_over_http_and_settled_by_the_reconciler_is_one_tra
 ) -> None:
     url = seeded_database(create_database)
     faults = FaultScript()
-    runtime = Runtime.open(
+    runtime = open_demo(
         url,
         setup=False,
         retry=RetryPolicy(base_delay=0.0),
@@ -88,7 +88,7 @@ def test_a_proposal_confirmed_over_http_and_settled_by_the_reconciler_is_one_tra
         runtime.close()
     with psycopg.connect(url) as conn:
         status = conn.execute(
-            "SELECT status FROM wg_executions WHERE proposal_id = %s", (proposal_id,)
+            "SELECT status FROM writegate.executions WHERE proposal_id = %s", (proposal_id,)
         ).fetchone()
     assert status == ("unknown",)
 
@@ -100,7 +100,7 @@ def test_a_proposal_confirmed_over_http_and_settled_by_the_reconciler_is_one_tra
     )  # fmt: skip
     with psycopg.connect(url) as conn:
         status = conn.execute(
-            "SELECT status FROM wg_executions WHERE proposal_id = %s", (proposal_id,)
+            "SELECT status FROM writegate.executions WHERE proposal_id = %s", (proposal_id,)
         ).fetchone()
     assert status == ("succeeded",)
 

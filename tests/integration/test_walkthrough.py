@@ -51,10 +51,10 @@ exec "$@"
 """
 ANSI = r"(?:\x1b\[[0-9;]*m)*"  # rich's styles may sit between any two characters
 
-SUCCEEDED_SQL = "SELECT count(*) FROM wg_executions WHERE status = 'succeeded'"
+SUCCEEDED_SQL = "SELECT count(*) FROM writegate.executions WHERE status = 'succeeded'"
 RECEIPT_SQL = """
 SELECT e.status, r.order_id, r.amount_minor
-FROM wg_executions e JOIN provider.refunds r ON r.provider_ref = e.provider_ref
+FROM writegate.executions e JOIN provider.refunds r ON r.provider_ref = e.provider_ref
 WHERE e.provider_ref = %s
 """
 REFUNDS_SQL = "SELECT count(*) FROM provider.refunds WHERE order_id LIKE %s"
@@ -214,16 +214,20 @@ def test_readme_walkthroughs_in_order_each_reach_a_receipt(
     assert receipt["status"] == "succeeded"
     walk.receipt(receipt["provider_ref"], before)
 
-    # 3. The SDK snippet against `langgraph dev`, after the page's own setup line.
-    [setup_line, server_line] = _blocks(STUDIO_DOC.read_text(), "sh")[0].strip().splitlines()
+    # 3. The SDK snippet against `langgraph dev` with the auth config the page starts it
+    # with, after the page's own setup line.
+    studio_sh = _blocks(STUDIO_DOC.read_text(), "sh")
+    [setup_line, server_line] = studio_sh[0].strip().splitlines()
     assert _command(server_line) == "uv run langgraph dev --no-browser"
+    [auth_server_line] = studio_sh[1].strip().splitlines()
+    assert _command(auth_server_line) == f"{_command(server_line)} --config langgraph.auth.json"
     walk.shell(_command(setup_line), "studio-setup")
     [snippet] = _blocks(STUDIO_DOC.read_text(), "python")
     assert 'url="http://127.0.0.1:2024"' in snippet
     studio = tmp_path / "studio"
     studio.mkdir()
     before = _succeeded(walk.url)
-    with langgraph_dev(studio, walk.url) as base_url:
+    with langgraph_dev(studio, walk.url, config_file="langgraph.auth.json") as base_url:
         (tmp_path / "sdk.py").write_text(snippet.replace("http://127.0.0.1:2024", base_url))
         done = subprocess.run(
             [sys.executable, str(tmp_path / "sdk.py")], cwd=tmp_path, env=walk.env,

@@ -164,7 +164,7 @@ def test_config_and_context_naming_different_users_is_refused_before_anything_ru
     assert len(SEEN) == seen and payments(account) == 0
 
 
-AUDIT_SQL = "SELECT event, status FROM wg_audit WHERE thread_id = %s AND tool_name = %s"
+AUDIT_SQL = "SELECT event, status FROM writegate.audit WHERE thread_id = %s AND tool_name = %s"
 
 
 async def _read_and_write_async(way: Any, wg: Writegate, account: str) -> tuple[Any, int]:

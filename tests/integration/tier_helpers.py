@@ -9,14 +9,15 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from tests.app_db import setup_app
 from writegate.approval.decisions import Confirm
 from writegate.approval.execution import Executor
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.policy import DEFAULT_POLICY_FILE, Policy, parse_policy
 from writegate.approval.service import ApprovalService, Confirmation
-from writegate.checkpoints.migrate import setup_database
+from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
-from writegate.tools.batch import close_tickets
+from writegate.tools.demo.batch import close_tickets
 
 TENANT = "tenant_hz"
 REQUESTER = Identity("user_42", TENANT)
@@ -25,7 +26,7 @@ APPROVER = Identity("lead_1", TENANT, frozenset({"approver"}))
 INSERT_ORDER_SQL = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor, shipping_address)
 VALUES (%s, %s, %s, 'CNY', %s, '')"""
-TOKENS_SQL = "SELECT count(*) AS n FROM wg_tokens WHERE proposal_id = %s"
+TOKENS_SQL = "SELECT count(*) AS n FROM writegate.tokens WHERE proposal_id = %s"
 REFUNDS_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"
 
 
@@ -44,8 +45,8 @@ class PinnedClock:
 def open_runtime(create_database: Callable[[], str], **options: Any) -> Iterator[Runtime]:
     """A fresh database and a Runtime under the shipped policy, with the batch tool."""
     url = create_database()
-    setup_database(url)
-    runtime = Runtime.open(url, setup=False, **options)
+    setup_app(url)
+    runtime = open_demo(url, setup=False, **options)
     if "close_tickets" not in runtime.registry:
         runtime.registry.register(close_tickets.spec)
     try:

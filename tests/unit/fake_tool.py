@@ -106,3 +106,6 @@ class Tools:
 
     def get(self, name: str) -> Any:
         return self.by_name[name]
+
+    def names(self) -> list[str]:
+        return list(self.by_name)

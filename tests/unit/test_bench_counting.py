@@ -4,15 +4,19 @@ writes, and whether its commit waits for the disk (bench/counting.py)."""
 from __future__ import annotations
 
 from writegate.bench.counting import Tally, classify
-from writegate.checkpoints.ledger_sql import INSERT_PROPOSAL_SQL, expect_one
+from writegate.checkpoints.ledger_sql import CLAIM_SQL, PROPOSE_SQL
 from writegate.checkpoints.presented import INSERT_PRESENTED_SQL
 
 
 def test_a_data_modifying_cte_is_a_write_and_a_ledger_table_is_the_ledgers() -> None:
-    assert classify(expect_one(INSERT_PROPOSAL_SQL))[:2] == ("ledger", True)
+    assert classify(PROPOSE_SQL)[:2] == ("ledger", True)  # a ledger function's write
+    assert classify(CLAIM_SQL)[:2] == ("ledger", True)
     assert classify(INSERT_PRESENTED_SQL)[:2] == ("ledger", True)  # names checkpoint_ns
-    assert classify("WITH x AS (SELECT 1) SELECT * FROM wg_proposals")[:2] == ("ledger", False)
-    assert classify("SELECT * FROM wg_proposals FOR UPDATE")[:2] == ("ledger", True)
+    assert classify("WITH x AS (SELECT 1) SELECT * FROM writegate.proposals")[:2] == (
+        "ledger",
+        False,
+    )
+    assert classify("SELECT * FROM writegate.proposals FOR UPDATE")[:2] == ("ledger", True)
     assert classify("INSERT INTO checkpoints (thread_id) VALUES (%s)")[:2] == (
         "checkpointer",
         True,
@@ -22,7 +26,7 @@ def test_a_data_modifying_cte_is_a_write_and_a_ledger_table_is_the_ledgers() -> 
 def test_a_commit_that_does_not_wait_for_the_disk_is_not_counted_durable() -> None:
     assert classify(INSERT_PRESENTED_SQL)[2] is True
     assert classify("SET LOCAL synchronous_commit TO off")[2] is True
-    assert classify(expect_one(INSERT_PROPOSAL_SQL))[2] is False
+    assert classify(PROPOSE_SQL)[2] is False
     tally = Tally()
     tally.transaction(["ledger"], writes=True, relaxed=True)
     tally.transaction(["ledger"], writes=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from writegate.tools.money import AmountError, format_major, format_minor, parse_major
+from writegate.tools.demo.money import AmountError, format_major, format_minor, parse_major
 
 
 @pytest.mark.parametrize(

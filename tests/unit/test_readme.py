@@ -1,4 +1,4 @@
-"""The README's "Protect your own tool" example: 25 lines or fewer of valid Python,
+"""The README's "Use it in your agent" example: 25 lines or fewer of valid Python,
 using only the public names."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _example() -> str:
-    section = README.read_text().split("## Protect your own tool", 1)[1].split("\n## ", 1)[0]
+    section = README.read_text().split("## Use it in your agent", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     return str(block)
 
 
-def test_the_protect_your_own_tool_example_is_short_valid_and_public() -> None:
+def test_the_use_it_in_your_agent_example_is_short_valid_and_public() -> None:
     code = _example()
     assert len(code.strip().splitlines()) <= 25
     tree = ast.parse(code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 import multiprocessing
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,11 +25,11 @@ from writegate.approval.retention import RetentionPolicy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.approval.spec import DownstreamResult
 from writegate.checkpoints.memory import MemoryLedgerStore
-from writegate.tools.faults import FaultScript, parse_rule
+from writegate.tools.demo.faults import FaultScript, parse_rule
 
 ALICE = Identity("alice", "t1")
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("label")
-TRANSIENT = [errors.UpstreamTimeout, errors.TemporarilyUnavailable, errors.RateLimited]
+NOT_APPLIED = [errors.TemporarilyUnavailable, errors.RateLimited]
 NEVER_RETRIED = [
     errors.ValidationFailed,
     errors.Forbidden,
@@ -47,6 +48,7 @@ class KeyedTool(AddTool):
         self.release = threading.Event()
         self.block = False
         self.crash: Exception | None = None
+        self.dedupes_by_key = False  # its downstream drops a repeated key
 
     def call_downstream(self, args: dict[str, Any], request_key: str) -> DownstreamResult:
         self.keys.append(request_key)
@@ -88,8 +90,8 @@ def run(world: Any, script: list[Any], **policy: Any) -> tuple[Executor, str, An
     return executor, proposal.request_key, (outcome, execution)
 
 
-@pytest.mark.parametrize("error", TRANSIENT)
-def test_transient_errors_are_retried_twice_with_backoff_and_the_same_key(world, error):
+@pytest.mark.parametrize("error", NOT_APPLIED)
+def test_explicit_not_applied_answers_are_retried_twice_with_backoff_and_the_same_key(world, error):
     tool, _, _, sleeps = world
     _, key, (outcome, _) = run(world, [error(), error()])
     assert outcome.status == "succeeded"
@@ -111,14 +113,34 @@ def test_at_most_two_retries_then_failed_retryable(world):
     assert execution.status is ExecutionStatus.FAILED_RETRYABLE
 
 
-def test_a_timeout_leaves_the_state_unknown_not_failed(world):
-    _, _, (outcome, execution) = run(world, [errors.UpstreamTimeout()] * 3)
+def test_a_client_timeout_may_have_applied_so_it_is_unknown_and_never_sent_again(world):
+    tool, _, _, sleeps = world
+    _, key, (outcome, execution) = run(world, [errors.UpstreamTimeout()] * 3)
     assert isinstance(outcome, errors.OutcomeUnknown)
+    assert execution.status is ExecutionStatus.UNKNOWN
+    assert tool.keys == [key] and sleeps == []
+
+
+def test_a_tool_that_dedupes_by_key_is_sent_again_after_a_timeout_with_the_same_key(world):
+    tool, _, _, sleeps = world
+    tool.dedupes_by_key = True
+    _, key, (outcome, _) = run(world, [errors.UpstreamTimeout()])
+    assert outcome.status == "succeeded"
+    assert tool.keys == [key, key] and len(tool.effects) == 1 and sleeps == [0.1]
+
+
+def test_a_deduplicating_tool_that_keeps_timing_out_ends_unknown_after_two_retries(world):
+    tool, _, _, _ = world
+    tool.dedupes_by_key = True
+    _, key, (outcome, execution) = run(world, [errors.UpstreamTimeout()] * 3)
+    assert isinstance(outcome, errors.OutcomeUnknown) and tool.keys == [key] * 3
     assert execution.status is ExecutionStatus.UNKNOWN
 
 
 def test_a_timeout_then_refusals_to_answer_stays_unknown(world):
     # The first attempt may have applied; later 503s do not prove it did not.
+    tool, _, _, _ = world
+    tool.dedupes_by_key = True
     script = [errors.UpstreamTimeout(), errors.TemporarilyUnavailable(), errors.RateLimited()]
     _, _, (outcome, execution) = run(world, script)
     assert isinstance(outcome, errors.OutcomeUnknown)
@@ -126,23 +148,87 @@ def test_a_timeout_then_refusals_to_answer_stays_unknown(world):
     assert execution.error_code == "upstream_timeout"
 
 
-def test_an_unexpected_exception_is_unknown_and_not_retried(world):
+@pytest.mark.parametrize("dedupes", [False, True])
+def test_an_unexpected_exception_is_unknown_and_resent_only_to_a_deduplicating_tool(world, dedupes):
     tool, _, _, _ = world
     tool.crash = ConnectionResetError("peer went away")
-    _, _, (outcome, execution) = run(world, [])
-    assert isinstance(outcome, errors.OutcomeUnknown) and len(tool.keys) == 1
+    tool.dedupes_by_key = dedupes
+    _, key, (outcome, execution) = run(world, [])
+    assert isinstance(outcome, errors.OutcomeUnknown)
+    assert tool.keys == [key] * (3 if dedupes else 1)
     assert execution.status is ExecutionStatus.UNKNOWN
 
 
-def test_a_call_over_its_deadline_is_abandoned_as_unknown(world):
-    tool, _, _, _ = world
-    tool.block = True
+SHORT = {"call_timeout": 0.05, "lease": timedelta(seconds=1)}
+
+
+def _status(store: MemoryLedgerStore, key: str) -> ExecutionStatus:
+    with store.transaction() as tx:
+        execution = tx.get_execution(request_key=key)
+    assert execution is not None
+    return execution.status
+
+
+def _audited(store: MemoryLedgerStore) -> list[tuple[str, str | None]]:
+    return [(r.status, r.error_code) for r in store.state.audit if r.event == "execute"]
+
+
+def test_a_call_over_its_deadline_is_never_sent_again_and_its_late_answer_settles_it(world):
+    tool, store, _, _ = world
+    tool.block, tool.dedupes_by_key = True, True  # even a deduplicating tool: still running
     try:
-        _, _, (outcome, execution) = run(world, [], call_timeout=0.05, max_retries=0)
+        _, key, (outcome, execution) = run(world, [], **SHORT)
+        assert isinstance(outcome, errors.OutcomeUnknown)
+        assert execution.status is ExecutionStatus.UNKNOWN
+        assert execution.error_code == "deadline_exceeded"
+        assert tool.keys == [key]
     finally:
         tool.release.set()
-    assert isinstance(outcome, errors.OutcomeUnknown)
-    assert execution.status is ExecutionStatus.UNKNOWN
+    wait_for(lambda: _status(store, key) is ExecutionStatus.SUCCEEDED, "the late answer")
+    assert tool.keys == [key] and len(tool.effects) == 1
+    assert _audited(store) == [("unknown", "deadline_exceeded"), ("succeeded", None)]
+
+
+def test_a_call_running_past_the_overrun_limit_goes_to_a_person_then_its_answer_counts(world):
+    tool, store, _, _ = world
+    tool.block = True
+    limit = {"lease": timedelta(seconds=0.3), "overrun_limit": timedelta(seconds=0.2)}
+    try:
+        _, key, (outcome, _) = run(world, [], **{**SHORT, **limit})
+        assert isinstance(outcome, errors.OutcomeUnknown)
+        wait_for(lambda: _status(store, key) is ExecutionStatus.ESCALATED, "the escalation")
+        with store.transaction() as tx:
+            escalated = tx.get_execution(request_key=key)
+        assert escalated is not None and escalated.error_code == "deadline_exceeded"
+        why = store.state.escalations[escalated.execution_id]
+        assert why["reason"] == "still_running_past_limit"
+    finally:
+        tool.release.set()
+    wait_for(lambda: _status(store, key) is ExecutionStatus.SUCCEEDED, "the late answer")
+    assert tool.keys == [key]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"call_timeout": 10.0, "lease": timedelta(seconds=10)},  # the lease must outlast it
+        {"call_timeout": 0.0},
+        {"call_timeout": 5.0, "overrun_limit": timedelta(seconds=5)},
+        {"max_retries": -1},
+    ],
+)
+def test_a_retry_policy_that_cannot_hold_its_calls_is_refused(settings):
+    with pytest.raises(ValueError):
+        RetryPolicy(**settings)
+
+
+def wait_for(condition: Any, what: str, deadline_s: float = 10.0) -> None:
+    """Poll until `condition()` holds; fail after the deadline (never a blind sleep)."""
+    end = time.monotonic() + deadline_s
+    done = threading.Event()
+    while not condition():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        done.wait(0.01)
 
 
 def test_backoff_is_exponential_and_capped():
@@ -153,6 +239,7 @@ def test_backoff_is_exponential_and_capped():
 def test_outcome_status_maps_each_kind_of_answer():
     assert outcome_status(DownstreamResult("ref")) is ExecutionStatus.SUCCEEDED
     assert outcome_status(errors.UpstreamTimeout()) is ExecutionStatus.UNKNOWN
+    assert outcome_status(errors.DeadlineExceeded()) is ExecutionStatus.UNKNOWN
     assert outcome_status(errors.RateLimited()) is ExecutionStatus.FAILED_RETRYABLE
     assert outcome_status(errors.Forbidden()) is ExecutionStatus.FAILED_TERMINAL
 
@@ -196,6 +283,7 @@ def test_retention_days_come_from_the_environment():
     "error",
     [
         errors.UpstreamTimeout,
+        errors.DeadlineExceeded,
         errors.TemporarilyUnavailable,
         errors.RateLimited,
         errors.OutcomeUnknown,
@@ -265,7 +353,8 @@ def test_a_worker_sees_the_callers_context_variables():
 
 def _call_in_child(out: Any) -> None:
     args, policy = {"counter_id": "c1", "amount": 1}, RetryPolicy(max_retries=0, call_timeout=5)
-    out.put(type(call_with_retries(AddTool(), args, "k-child", policy)).__name__)
+    answer = call_with_retries(AddTool(), args, "k-child", policy, hold=lambda: True)
+    out.put(type(answer).__name__)
 
 
 def test_a_forked_child_does_not_wait_on_its_parents_workers():
@@ -281,3 +370,14 @@ def test_a_forked_child_does_not_wait_on_its_parents_workers():
     finally:
         child.join(30)
     assert child.exitcode == 0
+
+
+def test_the_deadline_settings_and_downstream_answers_come_from_writegate():
+    import writegate
+
+    public = {"RetryPolicy", "RateLimited", "TemporarilyUnavailable", "UpstreamTimeout"}
+    assert public <= set(writegate.__all__)
+    assert writegate.RetryPolicy is RetryPolicy
+    assert writegate.RateLimited is errors.RateLimited
+    assert writegate.TemporarilyUnavailable is errors.TemporarilyUnavailable
+    assert writegate.UpstreamTimeout is errors.UpstreamTimeout

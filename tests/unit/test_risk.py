@@ -398,3 +398,45 @@ def test_revocation_after_execution_says_it_is_too_late(world):
         service.revoke(ALICE, c.proposal.proposal_id)
     assert caught.value.details["execution_state"] == "succeeded"
     assert db.values["c1"] == 5
+
+
+def test_an_operation_the_policy_does_not_list_is_counted_as_sensitive_and_says_why():
+    rules = rules_policy().risk
+    unlisted = assess(rules, {"operation": "wire", "irreversible": False, "trust": None})
+    assert unlisted.reasons[0] == (
+        "wire is not listed in the policy's operations: counted as sensitive (+1)"
+    )
+    listed = assess(rules, {"operation": "add", "irreversible": False, "trust": None})
+    assert listed.reasons[0] == "sensitive operation add (+1)"
+
+
+def test_a_declared_amount_scores_its_size_whichever_way_the_money_moves():
+    rules = load_policy().risk
+    base = {"operation": "credit_note", "currency": "EUR", "trust": None}
+    charge = assess(rules, {**base, "amount_minor": 100_000_000})
+    credit = assess(rules, {**base, "amount_minor": -100_000_000})
+    assert charge.score == credit.score == 6  # +5 for the amount, +1 unlisted
+
+
+def test_the_most_specific_expiry_wins():
+    def policy(operation_ttl=None, tier_ttl=None):
+        tier = {"name": "one_click", "min_score": 0}
+        data = {"version": "ttl", "proposal_ttl_seconds": 900, "tiers": [tier]}
+        if tier_ttl:
+            tier["proposal_ttl_seconds"] = tier_ttl
+        if operation_ttl:
+            data["operations"] = {"hold": {"proposal_ttl_seconds": operation_ttl}}
+        return parse_policy(data)
+
+    def waits(p, declared=None):
+        return p.proposal_ttl_for("hold", p.risk.tiers[0], declared).total_seconds()
+
+    two_hours = timedelta(hours=2)
+    assert waits(policy()) == 900  # the policy's default
+    assert waits(policy(tier_ttl=86400)) == 86400  # its tier's
+    assert waits(policy(tier_ttl=86400), two_hours) == 7200  # the tool's own
+    assert waits(policy(operation_ttl=60, tier_ttl=86400), two_hours) == 60  # the policy's word
+    assert Policy().proposal_ttl_for("hold", None, two_hours) == two_hours  # no rules at all
+    with pytest.raises(PolicyError, match="top-level proposal_ttl_seconds"):
+        parse_policy({"version": "x", "tiers": [{"name": "a", "min_score": 0}],
+                      "operations": {"default": {"proposal_ttl_seconds": 60}}})  # fmt: skip

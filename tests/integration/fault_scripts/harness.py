@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from writegate.checkpoints.pool import Pool
-from writegate.tools.provider_http import HttpProvider
+from writegate.tools.demo.provider_http import HttpProvider
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKER = "tests.integration.fault_scripts.worker"
@@ -45,7 +45,7 @@ SELECT e.request_key, e.status, e.provider_ref, e.args->>'order_id' AS order_id,
            AS effects_for_order,
        (SELECT COALESCE(sum(amount_minor), 0) FROM provider.refunds x
         WHERE x.order_id = e.args->>'order_id') AS paid_minor
-FROM wg_executions e
+FROM writegate.executions e
 LEFT JOIN provider.refunds r ON r.idempotency_key = e.request_key
 LEFT JOIN orders o ON o.order_id = e.args->>'order_id'
 WHERE e.tenant_id = %s

@@ -25,10 +25,10 @@ from writegate.approval.models import Identity
 from writegate.approval.reconcile import ReconcilePolicy, Reconciler
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
-from writegate.checkpoints.ops import PgBacklog, PgTombstones
+from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import open_pool
-from writegate.tools.domain import default_registry
-from writegate.tools.provider_http import HttpProvider
+from writegate.tools.demo.domain import default_registry
+from writegate.tools.demo.provider_http import HttpProvider
 
 
 def kill_at(step: str | None) -> Any:
@@ -38,6 +38,12 @@ def kill_at(step: str | None) -> Any:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return hook
+
+
+def short_lease(job: dict[str, Any]) -> RetryPolicy:
+    """A killed worker's executions are due soon; the deadline stays within the lease."""
+    lease = job.get("lease_s", 1.0)
+    return RetryPolicy(base_delay=0.01, call_timeout=0.8 * lease, lease=timedelta(seconds=lease))
 
 
 def _barrier(job: dict[str, Any]) -> None:
@@ -51,7 +57,7 @@ def run_ledger_job(job: dict[str, Any]) -> dict[str, Any]:
     service = ApprovalService(
         PgLedgerStore(pool), default_registry(HttpProvider(job["provider"], timeout=1.0))
     )
-    retry = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=job.get("lease_s", 0.5)))
+    retry = short_lease(job)
     hook = kill_at(job.get("kill_at"))
     if job["mode"] == "reconcile":
         policy = ReconcilePolicy(lease=retry.lease)
@@ -59,7 +65,7 @@ def run_ledger_job(job: dict[str, Any]) -> dict[str, Any]:
         reconciler = Reconciler(service, backlog, policy=policy, retry=retry, step_hook=hook)
         _barrier(job)
         return {"settled": [s.__dict__ for s in reconciler.drain()]}
-    executor = Executor(service, retry=retry, step_hook=hook, tombstones=PgTombstones())
+    executor = Executor(service, retry=retry, step_hook=hook)
     identity = Identity(job["user"], job["tenant"])
     _barrier(job)
     token = job.get("token", "")
@@ -79,11 +85,11 @@ def run_graph_job(job: dict[str, Any]) -> dict[str, Any]:
     from langgraph.types import Command
 
     from writegate.graph.build import build_graph
-    from writegate.graph.runtime import Runtime
+    from writegate.graph.demo import open_demo
     from writegate.graph.scripted import ScriptedChatModel
 
-    retry = RetryPolicy(base_delay=0.01, lease=timedelta(seconds=job.get("lease_s", 0.5)))
-    rt = Runtime.open(
+    retry = short_lease(job)
+    rt = open_demo(
         job["db"],
         setup=False,
         provider=HttpProvider(job["provider"], timeout=1.0),

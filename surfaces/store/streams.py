@@ -14,8 +14,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from writegate.checkpoints import stream_sql as sql
 from writegate.checkpoints.pool import Pool
+from writegate.surfaces.store import stream_sql as sql
 
 STREAM_KEEP_S = 15 * 60
 

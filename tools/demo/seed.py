@@ -70,7 +70,7 @@ SELECT
     WHERE tenant_id <> %(tenant)s
        OR NOT (order_id = ANY(%(orders)s) OR order_id LIKE %(run_orders)s))
 + (SELECT count(*) FROM tickets WHERE tenant_id <> %(tenant)s OR NOT user_id = ANY(%(users)s))
-+ (SELECT count(*) FROM wg_proposals WHERE tenant_id <> %(tenant)s)
++ (SELECT count(*) FROM writegate.proposals WHERE tenant_id <> %(tenant)s)
 """
 DEMO_ROWS_SQL = "SELECT count(*) FROM orders WHERE tenant_id = %s AND order_id = ANY(%s)"
 # Seeded tickets, plus the ones the demo users created while the demo ran.

@@ -1,4 +1,4 @@
-"""The HTTP service's own rows: thread ownership, click records, approval lists, locks.
+"""The HTTP service's own rows: thread ownership, click records, locks.
 
 Threads opened over HTTP belong to the user who opened it; another user's thread is
 reported missing. A click's idempotency key is claimed before the decision runs and
@@ -19,7 +19,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -31,8 +30,8 @@ from psycopg_pool import PoolTimeout
 
 from writegate.approval.errors import InProgress, Unavailable
 from writegate.approval.models import Identity
-from writegate.checkpoints import http_sql as sql
 from writegate.checkpoints.pool import Pool, open_pool
+from writegate.surfaces.store import http_sql as sql
 
 LOCK_NAMESPACE = "wg_thread:"
 LOCK_CONNECTIONS = 8  # lock sessions per process: requests running a graph at once
@@ -84,10 +83,6 @@ class HttpStore:
         with self.pool.connection() as conn:
             return [dict(row) for row in conn.execute(query, params).fetchall()]
 
-    def now(self) -> datetime:
-        """The database's clock: expiry is judged by it, never by this process."""
-        return self._all(sql.NOW_SQL, None)[0]["now"]
-
     # -- threads ----------------------------------------------------------------------
 
     def create_thread(self, identity: Identity) -> dict[str, Any]:
@@ -101,25 +96,6 @@ class HttpStore:
 
     def list_threads(self, identity: Identity, limit: int) -> list[dict[str, Any]]:
         return self._all(sql.LIST_THREADS_SQL, (identity.tenant_id, identity.user_id, limit))
-
-    # -- approvals (read-only views of the ledger) ------------------------------------
-
-    def pending_proposals(self, identity: Identity, limit: int) -> list[dict[str, Any]]:
-        return self._all(sql.LIST_PENDING_SQL, (identity.tenant_id, identity.user_id, limit))
-
-    def recent_proposals(self, identity: Identity, limit: int) -> list[dict[str, Any]]:
-        return self._all(sql.LIST_RECENT_SQL, (identity.tenant_id, identity.user_id, limit))
-
-    def thread_proposals(self, identity: Identity, thread_id: str) -> list[dict[str, Any]]:
-        """The thread's proposals, oldest first, each with its `execution_id` (or None)."""
-        params = (thread_id, identity.tenant_id, identity.user_id)
-        return self._all(sql.LIST_THREAD_PROPOSALS_SQL, params)
-
-    def execution_ids(self, proposal_ids: list[str]) -> dict[str, str]:
-        if not proposal_ids:
-            return {}
-        rows = self._all(sql.SELECT_EXECUTIONS_FOR_SQL, (proposal_ids,))
-        return {row["proposal_id"]: row["execution_id"] for row in rows}
 
     # -- clicks -----------------------------------------------------------------------
 

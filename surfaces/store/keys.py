@@ -18,7 +18,7 @@ from typing import Any
 from writegate.approval.canonical import hash_secret
 from writegate.approval.errors import NotFound, ValidationFailed
 from writegate.approval.models import Identity
-from writegate.checkpoints import http_sql as sql
+from writegate.surfaces.store import http_sql as sql
 
 KEY_PREFIX = "wgk_"
 # Users, tenants and roles are plain identifiers: nothing to confuse in a log or header.

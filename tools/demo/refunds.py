@@ -26,11 +26,11 @@ from writegate.approval.errors import (
     ValidationFailed,
 )
 from writegate.approval.models import Identity
+from writegate.tools.demo.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
+from writegate.tools.demo.orders import SELECT_ORDER_SQL, OrderId, order_view, own_order
+from writegate.tools.demo.provider import ProviderClient
 from writegate.tools.kit import GuardedTool, write_tool
 from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
-from writegate.tools.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
-from writegate.tools.orders import SELECT_ORDER_SQL, OrderId, order_view, own_order
-from writegate.tools.provider import ProviderClient
 
 RESERVE_REFUND_SQL = """
 UPDATE orders SET refunded_minor = refunded_minor + %s, version = version + 1
@@ -255,6 +255,7 @@ def refund_order_tool(provider: ProviderClient) -> GuardedTool:
         on_success=_succeeded,
         compensate=_release,
         lookup=lookup,
+        dedupes_by_key=True,  # the provider applies an idempotency key once
     )
     def refund_order(
         order_id: OrderId,

@@ -11,9 +11,7 @@ from typing import Any
 
 from writegate.approval.errors import IdempotencyConflict, StateChanged
 from writegate.approval.models import Identity
-from writegate.tools.kit import write_tool
-from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
-from writegate.tools.tickets import (
+from writegate.tools.demo.tickets import (
     INSERT_TICKET_SQL,
     NEW_TICKET_RESOURCE,
     NEXT_TICKET_NUMBER_SQL,
@@ -30,6 +28,8 @@ from writegate.tools.tickets import (
     own_ticket,
     ticket_view,
 )
+from writegate.tools.kit import write_tool
+from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
 
 
 def _check_update(

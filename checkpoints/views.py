@@ -1,0 +1,56 @@
+"""Read-only lists of the ledger for people to look at: a user's pending and recent
+approvals, a thread's proposals with their executions, the threads with what waits on
+each. The surfaces show them; none of them writes a row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from writegate.approval.models import Identity
+from writegate.checkpoints import views_sql
+from writegate.checkpoints.namespace import sql_for
+from writegate.checkpoints.pool import Pool
+
+
+class LedgerViews:
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.sql = sql_for(views_sql, pool.schema)
+
+    def _all(self, query: str, params: Any) -> list[dict[str, Any]]:
+        with self.pool.connection() as conn:
+            return [dict(row) for row in conn.execute(query, params).fetchall()]
+
+    def now(self) -> datetime:
+        """The database's clock: expiry is judged by it, never by this process."""
+        now: datetime = self._all(self.sql.NOW_SQL, None)[0]["now"]
+        return now
+
+    def pending_proposals(self, identity: Identity, limit: int) -> list[dict[str, Any]]:
+        params = (identity.tenant_id, identity.user_id, limit)
+        return self._all(self.sql.LIST_PENDING_SQL, params)
+
+    def recent_proposals(self, identity: Identity, limit: int) -> list[dict[str, Any]]:
+        return self._all(self.sql.LIST_RECENT_SQL, (identity.tenant_id, identity.user_id, limit))
+
+    def thread_proposals(self, identity: Identity, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's proposals, oldest first, each with its `execution_id` (or None)."""
+        params = (thread_id, identity.tenant_id, identity.user_id)
+        return self._all(self.sql.LIST_THREAD_PROPOSALS_SQL, params)
+
+    def execution_ids(self, proposal_ids: list[str]) -> dict[str, str]:
+        if not proposal_ids:
+            return {}
+        rows = self._all(self.sql.SELECT_EXECUTIONS_FOR_SQL, (proposal_ids,))
+        return {row["proposal_id"]: row["execution_id"] for row in rows}
+
+    def threads_with_pending(
+        self, *, user_id: str | None, tenant_id: str | None, limit: int
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Recent threads (from LangGraph's checkpoints) and the pending proposals, both
+        filtered by user and tenant."""
+        params = {"user_id": user_id, "tenant_id": tenant_id, "limit": limit}
+        listed = self._all(self.sql.LIST_CHECKPOINT_THREADS_SQL, params)
+        return listed, self._all(self.sql.PENDING_PROPOSALS_SQL, params)

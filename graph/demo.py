@@ -1,0 +1,91 @@
+"""The demo application's runtime: writegate's core over the demo domain's tools.
+
+What the demo commands (`writegate demo`, `chat`, `serve`, `mcp`, `reconcile`), the
+Studio entry, the tests and the bench run on: writegate's tables and the demo's own
+(`tools/demo/schema.py`), the payment provider (the process at WRITEGATE_PROVIDER_URL,
+else the in-process simulator), and, for fault testing only, the step at which to kill
+the process (WRITEGATE_FAULT_KILL_AT) and the execution lease
+(WRITEGATE_EXECUTION_LEASE_SECONDS) and the deadline per call
+(WRITEGATE_CALL_TIMEOUT_SECONDS) the environment asks for. The library
+(`Writegate.open`) never loads this module.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
+from typing import Any
+
+from writegate.approval.execution import RetryPolicy
+from writegate.checkpoints.database import resolve_database_url
+from writegate.checkpoints.migrate import apply_migrations
+from writegate.checkpoints.pool import Pool, open_pool
+from writegate.checkpoints.schema import setup_database
+from writegate.graph.runtime import Runtime
+from writegate.tools.demo.domain import default_registry
+from writegate.tools.demo.provider import ProviderClient, SimulatedProvider
+from writegate.tools.demo.provider_http import HttpProvider
+from writegate.tools.demo.schema import DEMO
+from writegate.tools.demo.step_kill import kill_hook_from_env
+
+LEASE_ENV = "WRITEGATE_EXECUTION_LEASE_SECONDS"
+CALL_TIMEOUT_ENV = "WRITEGATE_CALL_TIMEOUT_SECONDS"
+PROVIDER_ENV = "WRITEGATE_PROVIDER_URL"
+
+
+@dataclass
+class DemoRuntime(Runtime):
+    """A runtime over the demo's tools, with the provider its refunds go to."""
+
+    provider: ProviderClient = field(kw_only=True)
+
+
+def setup_demo(url: str) -> None:
+    """writegate's tables and the demo's (both idempotent, safe from many processes)."""
+    setup_database(url)
+    apply_migrations(url, DEMO)
+
+
+def retry_from_env() -> RetryPolicy | None:
+    """The default retry policy with the execution lease (LEASE_ENV) and the deadline
+    per call (CALL_TIMEOUT_ENV) from the environment, where set; None if neither is."""
+    lease = os.environ.get(LEASE_ENV, "").strip()
+    deadline = os.environ.get(CALL_TIMEOUT_ENV, "").strip()
+    settings: dict[str, Any] = {}
+    if lease:
+        settings["lease"] = timedelta(seconds=float(lease))
+    if deadline:
+        settings["call_timeout"] = float(deadline)
+    return RetryPolicy(**settings) if settings else None
+
+
+def default_provider(pool: Pool) -> ProviderClient:
+    """The provider process at WRITEGATE_PROVIDER_URL, else the in-process simulator."""
+    url = os.environ.get(PROVIDER_ENV, "").strip()
+    return HttpProvider(url) if url else SimulatedProvider(pool=pool)
+
+
+def open_demo(
+    url: str | None = None,
+    *,
+    setup: bool = True,
+    provider: ProviderClient | None = None,
+    max_connections: int = 10,
+    pool: Pool | None = None,
+    **options: Any,
+) -> DemoRuntime:
+    """Open the demo on `url` (resolved as the CLI does when None): its tables set up
+    unless `setup=False`; `options` go to `Runtime.open` (policy, retry, step_hook, ...).
+    `pool`: one already open on `url` (the bench's counting pool)."""
+    url = url or resolve_database_url()
+    if setup:
+        setup_demo(url)
+    pool = pool or open_pool(url, max_size=max_connections)
+    provider = provider or default_provider(pool)
+    options.setdefault("retry", retry_from_env())
+    options.setdefault("step_hook", kill_hook_from_env())  # fault testing only
+    core = Runtime.open(url, tools=default_registry(provider), setup=False, pool=pool, **options)
+    return DemoRuntime(
+        **{f.name: getattr(core, f.name) for f in fields(Runtime)}, provider=provider
+    )

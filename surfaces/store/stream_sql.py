@@ -1,0 +1,19 @@
+"""SQL for the replay buffer of turn streams (`writegate.stream_events`)."""
+
+from __future__ import annotations
+
+INSERT_STREAM_EVENT_SQL = """
+INSERT INTO writegate.stream_events (stream_id, seq, thread_id, event, data)
+VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (stream_id, seq) DO NOTHING"""
+
+SELECT_STREAM_AFTER_SQL = """
+SELECT seq, event, data FROM writegate.stream_events
+WHERE stream_id = %s AND thread_id = %s AND seq > %s
+ORDER BY seq"""
+
+STREAM_EXISTS_SQL = """
+SELECT 1 FROM writegate.stream_events WHERE stream_id = %s AND thread_id = %s LIMIT 1"""
+
+PRUNE_STREAM_EVENTS_SQL = """
+DELETE FROM writegate.stream_events WHERE created_at < now() - make_interval(secs => %s)"""

@@ -1,0 +1,199 @@
+"""The ledger on PostgreSQL, statement by statement (checkpoints/ledger.py): every call is
+one statement, sent when it is made, so an error surfaces from the call that caused it
+and nothing of its transaction commits; a tool's code runs inside the transaction; the
+confirm's claim writes each row once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+
+import psycopg
+import pytest
+
+from tests.app_db import setup_app
+from tests.integration.ledger_helpers import ALICE, new_order, propose_refund
+from writegate.approval.audit import call_audit
+from writegate.approval.decisions import Confirm
+from writegate.approval.errors import InvalidTransition, RecordExpired
+from writegate.approval.models import (
+    AuditRecord,
+    Execution,
+    ExecutionStatus,
+    Proposal,
+    ProposalStatus,
+    Receipt,
+)
+from writegate.approval.store import Claim
+from writegate.graph.demo import DemoRuntime, open_demo
+
+
+@pytest.fixture(scope="module")
+def rt(create_database: Callable[[], str]) -> Iterator[DemoRuntime]:
+    url = create_database()
+    setup_app(url)
+    runtime = open_demo(url, max_connections=4)
+    yield runtime
+    runtime.close()
+
+
+def scalar(rt: DemoRuntime, query: str, *params: object) -> object:
+    with rt.pool.connection() as conn:
+        row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return next(iter(row.values()))
+
+
+def status_of(rt: DemoRuntime, proposal_id: str) -> str:
+    query = "SELECT status FROM writegate.proposals WHERE proposal_id = %s"
+    return str(scalar(rt, query, proposal_id))
+
+
+def audit_count(rt: DemoRuntime, thread_id: str) -> int:
+    query = "SELECT count(*) FROM writegate.audit WHERE thread_id = %s"
+    return int(scalar(rt, query, thread_id))  # type: ignore[call-overload]
+
+
+def audit(thread_id: str) -> AuditRecord:
+    return call_audit(ALICE, thread_id, "get_order", "read", {}, "succeeded", 0.0)
+
+
+def test_a_guard_that_fails_raises_from_the_call_that_made_it_and_nothing_commits(
+    rt: DemoRuntime,
+) -> None:
+    """A claim of a proposal that is no longer awaiting fails at `tx.claim(...)`, naming
+    its guard; the audit row written before it in the same transaction is rolled back."""
+    proposal = propose_refund(rt, new_order(rt), thread="statements-guard")
+    with rt.store.transaction() as tx:
+        locked = tx.lock_proposal(proposal.proposal_id)
+        assert locked.proposal is not None
+        token = rt.service.new_token(tx, proposal, "wgt_never_shown")
+    written = audit_count(rt, proposal.thread_id)
+    refused = pytest.raises(InvalidTransition, match="no longer confirmed")
+    with refused, rt.store.transaction() as tx:
+        tx.insert_audit(audit(proposal.thread_id))
+        tx.claim(
+            Claim(
+                proposal_id=proposal.proposal_id,
+                from_status=ProposalStatus.CONFIRMED,  # it is awaiting: the guard fails
+                decided_by=None,
+                token=token,
+                issue=True,
+                execution=running(proposal, token.token_hash, tx.now()),
+                audit=(),
+            )
+        )
+    assert audit_count(rt, proposal.thread_id) == written
+    assert status_of(rt, proposal.proposal_id) == ProposalStatus.AWAITING.value
+
+
+def running(proposal: Proposal, token_hash: str, now: datetime) -> Execution:
+    return Execution(
+        execution_id="exec_guard",
+        request_key=proposal.request_key,
+        token_hash=token_hash,
+        proposal_id=proposal.proposal_id,
+        tenant_id=proposal.tenant_id,
+        subject=proposal.subject,
+        operation=proposal.operation,
+        resource=proposal.resource,
+        args=proposal.args,
+        args_digest=proposal.args_digest,
+        fingerprint=proposal.fingerprint,
+        status=ExecutionStatus.RUNNING,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def test_a_tools_code_given_the_connection_runs_inside_the_transaction(
+    rt: DemoRuntime,
+) -> None:
+    with pytest.raises(RuntimeError, match="after the audit row"), rt.store.transaction() as tx:
+        tx.insert_audit(audit("statements-domain"))
+        seen = tx.conn.execute(
+            "SELECT count(*) AS n FROM writegate.audit WHERE thread_id = %s",
+            ("statements-domain",),
+        ).fetchone()
+        assert seen is not None and seen["n"] == 1  # the ledger's write, already made
+        raise RuntimeError("the tool fails after the audit row")
+    assert audit_count(rt, "statements-domain") == 0
+
+
+def test_a_lookup_reads_outside_any_transaction(rt: DemoRuntime) -> None:
+    proposal = propose_refund(rt, new_order(rt), thread="statements-lookup")
+    with rt.store.reading() as reads:
+        assert reads.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        found = reads.get_proposal(proposal.proposal_id)
+        assert found == proposal
+        assert reads.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+COUNT_WRITES_SQL = """
+CREATE TABLE IF NOT EXISTS test_row_writes (table_name text, op text, proposal_id text);
+CREATE OR REPLACE FUNCTION test_count_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO test_row_writes VALUES (TG_TABLE_NAME, TG_OP, NEW.proposal_id);
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER test_proposal_writes AFTER INSERT OR UPDATE ON writegate.proposals
+    FOR EACH ROW EXECUTE FUNCTION test_count_write();
+CREATE OR REPLACE TRIGGER test_token_writes AFTER INSERT OR UPDATE ON writegate.tokens
+    FOR EACH ROW EXECUTE FUNCTION test_count_write();
+CREATE OR REPLACE TRIGGER test_execution_writes AFTER INSERT OR UPDATE ON writegate.executions
+    FOR EACH ROW EXECUTE FUNCTION test_count_write();
+"""
+
+
+def test_the_confirm_moves_its_proposal_once_and_writes_its_token_once(
+    rt: DemoRuntime,
+) -> None:
+    """Taken server-side, the confirm and its claim move the proposal row once (awaiting
+    -> executed) and insert its token already consumed: no second version of either."""
+    with psycopg.connect(rt.url, autocommit=True) as conn:
+        conn.execute(COUNT_WRITES_SQL, prepare=False)
+    proposal = propose_refund(rt, new_order(rt), amount=100)
+    decision = Confirm(action="confirm", proposal_id=proposal.proposal_id)
+    receipt = rt.executor.confirm(ALICE, decision, "refund_order")
+    assert isinstance(receipt, Receipt) and receipt.status == "succeeded"
+    with rt.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT table_name || ':' || op AS w, count(*) AS n FROM test_row_writes"
+            " WHERE proposal_id = %s GROUP BY 1",
+            (proposal.proposal_id,),
+        ).fetchall()
+    # the execution: claimed (insert), then its outcome recorded (one update)
+    assert {r["w"]: r["n"] for r in rows} == {
+        "proposals:INSERT": 1,
+        "proposals:UPDATE": 1,
+        "tokens:INSERT": 1,
+        "executions:INSERT": 1,
+        "executions:UPDATE": 1,
+    }
+    assert status_of(rt, proposal.proposal_id) == "executed"
+
+
+TOMBSTONE_SQL = """
+INSERT INTO writegate.tombstones (request_key, token_hash, proposal_id, thread_id,
+    tool_call_id, tenant_id, subject, operation, fingerprint, execution_id, final_status,
+    provider_ref, completed_at, purged_at)
+VALUES (%(request_key)s, NULL, %(proposal_id)s, %(thread_id)s, %(tool_call_id)s,
+    %(tenant_id)s, %(subject)s, %(operation)s, %(fingerprint)s, 'exec_purged', 'succeeded',
+    're_purged', now(), now())"""
+
+
+def test_a_proposal_restored_past_its_purge_never_runs(rt: DemoRuntime) -> None:
+    """A proposal row brought back (a restored backup) whose request was executed and
+    purged: its tombstone refuses the confirm with its own answer, nothing of the
+    confirm's transaction commits, and the provider is never called."""
+    proposal = propose_refund(rt, new_order(rt), amount=400)
+    with rt.pool.connection() as conn:
+        conn.execute(TOMBSTONE_SQL, proposal.__dict__)
+    decision = Confirm(action="confirm", proposal_id=proposal.proposal_id)
+    with pytest.raises(RecordExpired):
+        rt.executor.confirm(ALICE, decision, "refund_order")
+    assert status_of(rt, proposal.proposal_id) == ProposalStatus.AWAITING.value
+    query = "SELECT count(*) FROM writegate.executions WHERE request_key = %s"
+    assert scalar(rt, query, proposal.request_key) == 0
+    assert rt.provider.count_refunds(proposal.resource.split(":", 1)[1]) == 0  # type: ignore[attr-defined]
+    assert audit_count(rt, proposal.thread_id) == 1  # the propose row; the refusal's has none
