@@ -57,7 +57,7 @@ from psycopg.rows import dict_row
 from tests.app_db import setup_app
 from tests.integration.ha_cluster import HaCluster, wait_until
 from tests.integration.http_fixtures import free_port, make_key, new_order, sse_events
-from tests.integration.soak import Launcher, Proc, SoakFailed, post_within
+from tests.integration.soak import CALL_TIMEOUT_S, Launcher, Proc, SoakFailed, post_within
 from writegate.testing import database as throwaway
 from writegate.tools.demo.seed import seed_demo
 
@@ -228,6 +228,7 @@ class FailoverSoak:
             "DATABASE_URL": self.url,
             "WRITEGATE_PROVIDER_URL": provider.url,
             "WRITEGATE_EXECUTION_LEASE_SECONDS": str(LEASE_S),
+            "WRITEGATE_CALL_TIMEOUT_SECONDS": str(CALL_TIMEOUT_S),  # within the lease
             "WRITEGATE_FAULT_HOLD_DIR": str(self.hold_dir),
         }
         for _ in range(2):

@@ -27,7 +27,7 @@ from tests.integration.failover_soak import Figures, run_failover_soak
 from tests.integration.ha_cluster import HaCluster
 from tests.integration.soak import settings
 from writegate.checkpoints.outage import is_outage
-from writegate.graph.runtime import Runtime
+from writegate.graph.demo import open_demo
 from writegate.surfaces.store.http_store import HttpStore
 
 pytestmark = [
@@ -62,7 +62,7 @@ def test_every_path_follows_the_new_primary_without_a_restart() -> None:
     try:
         url = cluster.create_database("writegate_paths")
         setup_app(url)  # migrations over the multi-host URL: on the primary
-        rt = Runtime.open(url)
+        rt = open_demo(url, setup=False)
         store = HttpStore(rt.pool, url)
         config = {"configurable": {"thread_id": "t-paths", "checkpoint_ns": ""}}
         try:
