@@ -198,8 +198,8 @@ class Executor:
                 args_digest=execution.args_digest,
             )
             self.step_hook("claimed")
-            if execution.status is ExecutionStatus.SUCCEEDED:
-                return execution_outcome(execution)
+            if execution.status is ExecutionStatus.SUCCEEDED or _handed_over(execution):
+                return execution_outcome(execution)  # a hand-over: in progress, for reconcile
             return self._run_downstream(
                 identity, claimed.spec, claimed.proposal, execution, started
             )
@@ -293,6 +293,10 @@ class Executor:
                 raise IdempotencyConflict(request_key=proposal.request_key)
             return self._duplicate(tx, identity, proposal, locked.execution, started)
         spec = self.service.spec_for(proposal.operation)
+        # Proposed before this database was promoted: it may have been claimed and sent
+        # in commits the failover lost (asynchronous replication). Never send it blindly:
+        # claimed with its lease already over, the reconciler looks its key up first.
+        hand_over = spec.has_downstream and tx.failed_over_since(proposal.created_at)
         now = tx.now()
         execution = Execution(
             execution_id=new_id("exec"),
@@ -312,7 +316,7 @@ class Executor:
             updated_at=now,
             attempts=1,
             lease_owner=self.owner,
-            lease_expires_at=now + self.policy_for(spec).lease,
+            lease_expires_at=now if hand_over else now + self.policy_for(spec).lease,
         )
         # The state must still be what the person saw: the validator runs again, then the
         # local part, in this transaction; a refusal rolls everything back.
@@ -616,6 +620,15 @@ class Executor:
     ) -> None:
         with self.store.transaction() as tx:
             tx.insert_audit(execution_refusal_audit(identity, proposal_id, operation, exc, started))
+
+
+def _handed_over(execution: Execution) -> bool:
+    """Claimed for the reconciler after a failover (`_claim_with`): its lease began over."""
+    return (
+        execution.status is ExecutionStatus.RUNNING
+        and execution.lease_expires_at is not None
+        and execution.lease_expires_at <= execution.created_at
+    )
 
 
 __all__ = [

@@ -73,6 +73,11 @@ class LedgerReads(Protocol):
         """The server's clock, never the client's."""
         ...
 
+    def failed_over_since(self, moment: datetime) -> bool:
+        """True if this database became a new primary after `moment` (a failover): what
+        was committed before it may be missing here (asynchronous replication)."""
+        ...
+
     def get_proposal(self, proposal_id: str, *, for_update: bool = False) -> Proposal | None: ...
 
     def get_call_proposal(

@@ -39,6 +39,7 @@ from writegate.checkpoints import ledger_sql
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool
+from writegate.checkpoints.timelines import began_at
 
 # SQLSTATE of a guard that failed inside one of the ledger's functions (schema.py).
 GUARD_SQLSTATE = "WG001"
@@ -127,6 +128,10 @@ class PgLedgerTx:
 
     def _one(self, query: str, params: Any = None) -> DictRow | None:
         return self._conn.execute(query, params).fetchone()
+
+    def failed_over_since(self, moment: datetime) -> bool:
+        began = began_at(self._conn)  # noted when the connection was made: no round trip
+        return began is not None and began > moment
 
     def now(self) -> datetime:
         if self._clock is not None:

@@ -61,6 +61,9 @@ class MemoryLedgerTx:
     def now(self) -> datetime:
         return self._now
 
+    def failed_over_since(self, moment: datetime) -> bool:
+        return False  # memory has no standby to fail over to
+
     def _insert_proposal(self, proposal: Proposal) -> Proposal | None:
         if self._proposal_by_call(proposal.thread_id, proposal.tool_call_id, proposal.message_id):
             return None

@@ -17,9 +17,11 @@ import psycopg
 from psycopg import Connection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 from writegate.checkpoints.database import CONNECT_TIMEOUT_S, DatabaseUnavailable, describe_database
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA, schema_name
+from writegate.checkpoints.timelines import note_timeline
 
 OPEN_TIMEOUT_S = 10.0
 # How long a caller waits for a connection before it is told `temporarily_unavailable`.
@@ -28,6 +30,19 @@ CHECKOUT_TIMEOUT_S = 10.0
 # HikariCP's alive-bypass window): it answered a moment ago, and checking it cost one
 # round trip per checkout, a quarter of a write's statements. One idle longer is checked.
 CHECK_AFTER_IDLE_S = 0.5
+# After a failed connection attempt the pool tries again 0.2 s later, doubling up to
+# 1 s (psycopg_pool's own: 1 s doubling without end, so after a failover the pool served
+# the new primary 3.4 s after its promotion, measured; now within a second).
+RECONNECT_FIRST_S = 0.2
+RECONNECT_MAX_S = 1.0
+
+
+class _Reconnect(AttemptWithBackoff):
+    INITIAL_DELAY = RECONNECT_FIRST_S
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_MAX_S)
 
 
 class _AliveCheck:
@@ -74,6 +89,12 @@ class Pool(ConnectionPool[Connection[DictRow]]):
     def putconn(self, conn: Connection[DictRow]) -> None:
         self._returned(conn)  # a broken one is discarded below all the same
         super().putconn(conn)
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        # psycopg_pool's own hook for each new connection; only the first attempt's
+        # backoff is ours (it carries itself through the retries).
+        first = attempt or _Reconnect(timeout=self.reconnect_timeout)
+        super()._add_connection(first, growing)
 
 
 def open_pool(
@@ -123,6 +144,9 @@ def open_pool(
         # A server restart leaves dead connections in the pool; test on checkout those
         # that sat idle. A broken connection given back is discarded by the pool itself.
         check=check,
+        # Each new connection notes the server's timeline: after a failover, the ledger
+        # knows what predates the promotion (checkpoints/timelines.py).
+        configure=lambda conn: note_timeline(conn, schema_name(schema)),
         returned=alive.returned,
         schema=schema,
         name="writegate",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from psycopg.errors import ForeignKeyViolation
+
+from writegate.approval.errors import NotFound
 from writegate.checkpoints.namespace import for_schema
+from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool
 
 # The first record of a question wins; a re-raised interrupt records nothing new. One
@@ -33,8 +37,17 @@ class PgPresentedQuestions:
         commit's WAL flush covers this record too. Should the server crash before it, the
         question was never shown, and an answer naming no proposal is refused (safe)."""
         params = (thread_id, checkpoint_ns, index, proposal_id)
-        with self.pool.connection() as conn:
-            conn.execute(self.insert_sql, params)
+        try:
+            with outage_mapped(), self.pool.connection() as conn:
+                conn.execute(self.insert_sql, params)
+        except ForeignKeyViolation as exc:
+            # The thread's checkpoint asks about a proposal the ledger does not have: a
+            # failover to a standby that missed the last commits lost the proposal's row
+            # (and kept the checkpoint). Never a question about nothing: not found.
+            raise NotFound(
+                "this approval is no longer in the ledger (lost in a database failover)",
+                proposal_id=proposal_id,
+            ) from exc
 
     def was_presented(
         self, thread_id: str, checkpoint_ns: str, index: int, proposal_id: str

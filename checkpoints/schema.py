@@ -300,6 +300,20 @@ BEGIN
 END
 $$;
 """,
+    # 2. the timelines this database has been on (checkpoints/timelines.py): a promoted
+    # standby starts a new one, and what was created before it began may have been
+    # acted on in commits the failover lost. The timeline of the installation is marked
+    # as having begun at -infinity: nothing before it is in doubt.
+    """
+CREATE TABLE writegate.timelines (
+    timeline_id integer PRIMARY KEY,
+    began_at    timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO writegate.timelines (timeline_id, began_at)
+SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer,
+       '-infinity'
+WHERE NOT pg_is_in_recovery();
+""",
 ]
 
 # A database set up before the schema (its ledger in `public`, version 12 or later of

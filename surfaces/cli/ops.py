@@ -7,7 +7,9 @@ in-process simulator on the same database, or `--provider-url` /
 `WRITEGATE_PROVIDER_URL` for the HTTP one (`writegate provider serve`). It claims only
 executions of the tools it runs (the demo's); the others in the database belong to
 applications that run their own reconciler (`wg.reconciler()`), and it says how many
-it left.
+it left. With `--loop`, a database that goes away (a restart, a failover to a standby)
+does not stop it: the round is reported and the next one runs after the interval, on
+connections the pool makes anew (to the new primary, with a multi-host URL).
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from typing import Annotated, Any
 
 import typer
 
+from writegate.approval.errors import WritegateError, is_database_outage
 from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled
 from writegate.approval.retention import RetentionPolicy
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, list_escalations, purge
+from writegate.checkpoints.outage import is_outage
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.terminal import inert, markup_safe
 
@@ -93,9 +97,13 @@ def reconcile(
             try:
                 done = worker.drain(limit=batch)
             except Exception as exc:  # e.g. the database went away: report, exit non-zero
-                with lock:
-                    failures.append(exc)
-                return
+                if loop and _outage(exc):  # looping: the next round goes on when it is back
+                    err_console.print(f"database unavailable, retrying: {markup_safe(exc)}")
+                    done = []
+                else:
+                    with lock:
+                        failures.append(exc)
+                    return
             with lock:
                 settled.extend(done)
             if not loop or stop.wait(interval):
@@ -123,6 +131,12 @@ def reconcile(
     if failures:
         err_console.print(f"[red]error:[/red] a worker stopped: {markup_safe(failures[0])}")
         raise typer.Exit(1)
+
+
+def _outage(exc: Exception) -> bool:
+    if isinstance(exc, WritegateError):
+        return is_database_outage(exc)
+    return is_outage(exc)
 
 
 def left_note(left: dict[str, int]) -> str:

@@ -43,6 +43,7 @@ LEDGER_TABLES = {
     "audit",
     "tombstones",
     "presented",
+    "timelines",
     "migrations",
 }
 

@@ -11,6 +11,7 @@ import pytest
 
 from tests.app_db import setup_app
 from tests.integration.ledger_helpers import new_order, propose_refund
+from writegate.approval.errors import NotFound
 from writegate.checkpoints.presented import PgPresentedQuestions
 from writegate.graph.demo import open_demo
 
@@ -41,13 +42,14 @@ def test_a_recorded_question_is_seen_by_others_and_the_setting_does_not_leak(
 
 
 def test_a_failed_record_leaves_the_connection_idle(create_database: Callable[[], str]) -> None:
-    """A record naming no stored proposal is refused by its foreign key; the transaction
-    is rolled back there, and the pool's one connection is clean for the next caller."""
+    """A record naming no stored proposal (lost in a failover) is refused by its foreign
+    key, told as `not_found`; the transaction is rolled back there, and the pool's one
+    connection is clean for the next caller."""
     url = create_database()
     setup_app(url)
     with open_demo(url, setup=False, max_connections=1) as rt:
         presented = PgPresentedQuestions(rt.pool)
-        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        with pytest.raises(NotFound):
             presented.record("th_presented", "write:1", 0, "prop_missing")
         with rt.pool.connection() as conn:
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
