@@ -2,8 +2,9 @@
 
 A newcomer runs them one after the other: the demo, the terminal chat, the curl
 walkthrough, the SDK snippet against `langgraph dev`, a notebook. Each must end in a
-receipt (a succeeded execution and its refund at the simulated provider), and none may
-dead-end because of an earlier one (say, the demo using up the order the chat needs).
+receipt (a succeeded execution and, for the demo's, its refund at the simulated
+provider; the notebook refunds through a tool of its own), and none may dead-end
+because of an earlier one (say, the demo using up the order the chat needs).
 
 The snippets are read from the docs themselves (docs/first-hour.md, which gives the
 order, and docs/studio-and-notebooks.md), so the test breaks when the docs drift. They
@@ -58,6 +59,7 @@ FROM writegate.executions e JOIN provider.refunds r ON r.provider_ref = e.provid
 WHERE e.provider_ref = %s
 """
 REFUNDS_SQL = "SELECT count(*) FROM provider.refunds WHERE order_id LIKE %s"
+EXECUTION_SQL = "SELECT status FROM writegate.executions WHERE execution_id = %s"
 
 pytestmark = pytest.mark.slow
 
@@ -238,7 +240,8 @@ def test_readme_walkthroughs_in_order_each_reach_a_receipt(
     assert receipt["status"] == "succeeded"
     walk.receipt(receipt["provider_ref"], before)
 
-    # 4. A notebook, with the page's command, on a copy (outputs are written back).
+    # 4. A notebook, with the page's command, on a copy (outputs are written back). It
+    # refunds through a tool of its own: one new succeeded execution, the demo untouched.
     [command] = [_command(line) for line in notebook.strip().splitlines()]
     [path] = [word for word in shlex.split(command) if word.endswith(".ipynb")]
     (tmp_path / path).parent.mkdir(parents=True)
@@ -249,5 +252,7 @@ def test_readme_walkthroughs_in_order_each_reach_a_receipt(
     printed = "".join(
         "".join(output.get("text", "")) for cell in cells for output in cell.get("outputs", [])
     )
-    [ref] = set(re.findall(r'"provider_ref": "(re_\w+)"', printed))
-    walk.receipt(ref, before)
+    [execution_id] = set(re.findall(r'"execution_id": "(exec_[\w-]+)"', printed))
+    assert _query(walk.url, EXECUTION_SQL, execution_id) == [("succeeded",)]
+    assert _succeeded(walk.url) == before + 1
+    assert _refunds(walk.url, ORDER) == 1  # as the SDK step left it
