@@ -66,6 +66,9 @@ if TYPE_CHECKING:
     from writegate.approval.policy import (
         Policy,
     )
+    from writegate.approval.views import (
+        AuditRow,
+    )
     from writegate.graph.identity import (
         ServerUserFields,
     )
@@ -91,6 +94,7 @@ __all__ = [
     "AmountOf",
     "ApprovalRequest",
     "ApproveDecision",
+    "AuditRow",
     "Cancel",
     "Checked",
     "ClarificationNeeded",
@@ -147,6 +151,7 @@ _WHERE = {
     "AmountOf": "writegate.tools.kit_spec",
     "ApprovalRequest": "writegate.approval.contract",
     "ApproveDecision": "writegate.approval.contract",
+    "AuditRow": "writegate.approval.views",
     "Cancel": "writegate.approval.decisions",
     "Checked": "writegate.tools.kit_spec",
     "ClarificationNeeded": "writegate.approval.errors",

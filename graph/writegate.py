@@ -32,6 +32,7 @@ from writegate.approval.downstream import RetryPolicy
 from writegate.approval.reconcile import Reconciler
 from writegate.approval.service import Policy
 from writegate.approval.spec import ToolSpec
+from writegate.approval.views import AuditRow, audit_filters
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.ops import PgBacklog
 from writegate.graph.build import build_graph
@@ -174,6 +175,29 @@ class Writegate:
         or `.run_once()` on a schedule. `options` go to `Reconciler`."""
         options.setdefault("retry", self.runtime.executor.retry)
         return Reconciler(self.runtime.service, PgBacklog(self.runtime.pool), **options)
+
+    @property
+    def policy(self) -> Policy:
+        """The approval policy in force: its version, tiers and points."""
+        return self.runtime.service.policy
+
+    # -- the audit trail --------------------------------------------------------------
+
+    def audit(
+        self,
+        tenant_id: str,
+        *,
+        thread_id: str | None = None,
+        proposal_id: str | None = None,
+        limit: int = 500,
+    ) -> list[AuditRow]:
+        """The audit rows of one tenant (required: never another's), oldest first, at
+        most `limit`; only a thread's or a proposal's when one is given."""
+        tenant_id, limit = audit_filters(tenant_id, limit, thread_id, proposal_id)
+        rows = self.runtime.store.audit_rows(
+            tenant_id, thread_id=thread_id, proposal_id=proposal_id, limit=limit
+        )
+        return [AuditRow.of(row) for row in rows]
 
     # -- lifetime ---------------------------------------------------------------------
 
