@@ -103,3 +103,22 @@ def test_a_missing_tenant_or_a_bad_limit_is_a_structured_error(
         wg.audit(tenant_id, **options)
     body = refused.value.to_dict()
     assert body["code"] == "validation_failed" and body["retryable"] is False
+
+
+def test_a_replayed_confirmation_is_audited_in_its_thread(wg: Writegate) -> None:
+    account, thread_id = new_account(), f"audit_{secrets.token_hex(5)}"
+    model = scripted([tool_call("pay", account=account, cents=300)], "paid", "paid, still")
+    agent, config = wg.build_agent(model), run_config(thread_id)
+    (question,) = asked(agent.invoke({"messages": [HumanMessage("pay")]}, config))
+    checkpoint = agent.get_state(config).config["configurable"]
+    asking = {"configurable": {**config["configurable"], **checkpoint}}
+    first = last_tool(agent.invoke(Command(resume=confirm(question)), config))
+    # The checkpoint that asked is resumed again: the write node re-runs from its start.
+    again = last_tool(agent.invoke(Command(resume=confirm(question)), asking))
+    assert again["execution_id"] == first["execution_id"] and payments(account) == 1
+    (duplicate,) = [
+        r for r in wg.audit(TENANT, proposal_id=question.value["proposal_id"])
+        if r.status == "duplicate"
+    ]  # fmt: skip
+    assert duplicate.thread_id == thread_id
+    assert duplicate in wg.audit(TENANT, thread_id=thread_id)
