@@ -176,6 +176,12 @@ def _parse(data: dict[str, Any]) -> Policy:
     operations: dict[str, OperationRule] = {}
     for name, rule in data.get("operations", {}).items():
         retype = rule.get("retype") or {}
+        if retype and not retype.get("field"):
+            raise ValueError(
+                f"[operations.{name}] retype needs its field: the argument or preview field "
+                'the person types again, e.g. retype = { field = "amount_minor", match = '
+                '"number" }'
+            )
         match = str(retype.get("match", "exact"))
         if match not in RETYPE_MATCHES:
             raise ValueError(f"operations.{name}.retype.match must be one of {RETYPE_MATCHES}")
