@@ -180,6 +180,18 @@ def test_a_write_with_nothing_to_retype_is_refused_when_proposed(wg: Writegate) 
     assert asked(ask(wg, "send_email", to=to, text="hi")[2])
 
 
+def test_a_users_refund_order_is_judged_as_their_own_tool(wg: Writegate) -> None:
+    ref = f"ref_{secrets.token_hex(3)}"
+    graph, config, out = ask(wg, "refund_order", order_ref=ref, cents=60_000, currency="CNY")
+    (question,) = asked(out)
+    assert "amount_minor" not in str(question.value)  # nothing of the demo's refund_order
+    block = question.value["preview"]["confirmation"]
+    assert (block["tier"], block["retype_field"]) == ("retype", "amount")
+    assert "refund_order is not listed in the policy's operations" in " ".join(block["reasons"])
+    done = answer(graph, config, question, "¥600.00")
+    assert last_tool(done)["status"] == "succeeded" and sent(order_ref=ref) == 1
+
+
 def _policy_file(tmp_path: Path, operations: str = "") -> Path:
     """Every call of an external write scores at least 3 (+1 unlisted): all retype."""
     path = tmp_path / "policy.toml"
