@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     )
     from writegate.approval.views import (
         AuditRow,
+        ProposalView,
     )
     from writegate.graph.identity import (
         ServerUserFields,
@@ -117,6 +118,7 @@ __all__ = [
     "PreviewField",
     "PreviewFieldView",
     "PreviewView",
+    "ProposalView",
     "RateLimited",
     "Receipt",
     "RejectDecision",
@@ -174,6 +176,7 @@ _WHERE = {
     "PreviewField": "writegate.tools.kit_spec",
     "PreviewFieldView": "writegate.approval.contract",
     "PreviewView": "writegate.approval.contract",
+    "ProposalView": "writegate.approval.views",
     "RateLimited": "writegate.approval.errors",
     "Receipt": "writegate.approval.models",
     "RejectDecision": "writegate.approval.contract",

@@ -1,6 +1,8 @@
 """What a library user reads back from the ledger: typed, frozen snapshots.
 
-`AuditRow` is one row of the audit trail (`Writegate.audit`), a copy: changing one
+`AuditRow` is one row of the audit trail (`Writegate.audit`); `ProposalView` is one
+proposal as its requester or an approver sees it (`Writegate.awaiting_second_approval`,
+`approve_as_second`, `decline_as_second`, `revoke`). Both are copies: changing one
 changes nothing in the ledger. The ledger's own records (`approval/models.py`) stay
 internal, so their shape may change without breaking a user.
 """
@@ -12,7 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Self
 
+from writegate.approval.contract import PreviewView
 from writegate.approval.errors import ValidationFailed
+from writegate.approval.models import Proposal
 
 MAX_AUDIT_ROWS = 10_000
 
@@ -71,3 +75,57 @@ def audit_filters(tenant_id: Any, limit: Any, *ids: Any) -> tuple[str, int]:
     if any(given is not None and not isinstance(given, str) for given in ids):
         raise ValidationFailed("thread_id and proposal_id are text, or None for any")
     return tenant_id, limit
+
+
+@dataclass(frozen=True)
+class ProposalView:
+    """One proposal: the exact preview a person decides on, and where it stands."""
+
+    proposal_id: str
+    status: str
+    """`awaiting_confirmation`, `awaiting_second_approval`, `confirmed`, `executed`,
+    `declined`, `cancelled`, `expired`, `superseded` or `revoked`."""
+    tenant_id: str
+    requested_by: str
+    """The user who asked; the token, once issued, is theirs alone."""
+    thread_id: str
+    operation: str
+    resource: str
+    args: dict[str, Any]
+    """The canonical arguments that run, exactly."""
+    args_digest: str
+    preview: PreviewView
+    """What the requester saw, with its `confirmation` block (tier and reasons)."""
+    tier: str
+    policy_version: str
+    created_at: datetime
+    expires_at: datetime
+    """When the question lapses (database clock; at this instant it has)."""
+    decided_by: str | None
+    """Who made the last decision (the requester's confirm, a decline)."""
+    second_approver: str | None
+    """The approver who approved it, once one has."""
+    revoked_by: str | None
+
+    @classmethod
+    def of(cls, proposal: Proposal) -> Self:
+        preview: PreviewView = proposal.preview  # type: ignore[assignment]  # stored as shown
+        return cls(
+            proposal_id=proposal.proposal_id,
+            status=proposal.status.value,
+            tenant_id=proposal.tenant_id,
+            requested_by=proposal.subject,
+            thread_id=proposal.thread_id,
+            operation=proposal.operation,
+            resource=proposal.resource,
+            args=proposal.args,
+            args_digest=proposal.args_digest,
+            preview=preview,
+            tier=proposal.tier,
+            policy_version=proposal.policy_version,
+            created_at=proposal.created_at,
+            expires_at=proposal.expires_at,
+            decided_by=proposal.decided_by,
+            second_approver=proposal.second_approver,
+            revoked_by=proposal.revoked_by,
+        )

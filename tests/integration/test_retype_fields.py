@@ -19,8 +19,16 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from tests.integration.library_helpers import asked, hand_built, last_tool, scripted, tool_call
-from writegate import PreviewField, ToolPreview, Writegate, write_tool
+from tests.integration.library_helpers import (
+    asked,
+    hand_built,
+    last_tool,
+    refund_order,
+    refunds,
+    scripted,
+    tool_call,
+)
+from writegate import Writegate, write_tool
 from writegate.approval.policy import PolicyError, parse_policy
 
 SENT: dict[str, dict[str, Any]] = {}  # the downstream's record: request key -> what it did
@@ -29,34 +37,6 @@ TENANT = "acme"
 
 def sent(**match: Any) -> int:
     return sum(1 for entry in SENT.values() if match.items() <= entry.items())
-
-
-def _invoice_preview(args: dict[str, Any]) -> ToolPreview:
-    shown = f"EUR {args['total_cents'] / 100:,.2f}"
-    return ToolPreview(
-        fields=[
-            PreviewField("customer", args["customer"]),
-            PreviewField("total_cents", args["total_cents"], shown, money_of="currency"),
-            PreviewField("currency", args["currency"]),
-        ],
-        impact=f"{shown} are invoiced.",
-    )
-
-
-@write_tool(
-    side_effect="external",
-    preview=_invoice_preview,
-    amount=lambda args: (args["total_cents"], args["currency"]),
-)
-def send_invoice(customer: str, total_cents: int, currency: str, *, request_key: str) -> dict:
-    """Send an invoice to a customer.
-
-    Args:
-        customer: The customer id.
-        total_cents: The invoice total in cents.
-        currency: ISO currency code, e.g. EUR.
-    """
-    return SENT.setdefault(request_key, {"customer": customer, "total_cents": total_cents})
 
 
 @write_tool(side_effect="external", scope=lambda args: len(args["recipients"]))
@@ -81,35 +61,7 @@ def send_email(to: str, text: str, *, request_key: str) -> dict:
     return SENT.setdefault(request_key, {"to": to})
 
 
-def _refund_preview(args: dict[str, Any]) -> ToolPreview:
-    shown = f"¥{args['cents'] / 100:,.2f}"
-    return ToolPreview(
-        fields=[
-            PreviewField("order_ref", args["order_ref"]),
-            PreviewField("cents", args["cents"], shown, money_of="currency"),
-            PreviewField("currency", args["currency"]),
-        ],
-        impact=f"{shown} go back to the customer.",
-    )
-
-
-@write_tool(
-    side_effect="external",
-    preview=_refund_preview,
-    amount=lambda args: (args["cents"], args["currency"]),
-)
-def refund_order(order_ref: str, cents: int, currency: str, *, request_key: str) -> dict:
-    """Refund an order: a user's own tool that happens to share the demo's name.
-
-    Args:
-        order_ref: The order reference.
-        cents: The amount in minor units.
-        currency: ISO currency code, e.g. CNY.
-    """
-    return SENT.setdefault(request_key, {"order_ref": order_ref, "cents": cents})
-
-
-TOOLS = [send_invoice, announce, send_email, refund_order]
+TOOLS = [refund_order, announce, send_email]
 
 
 @pytest.fixture(scope="module")
@@ -139,19 +91,18 @@ def answer(graph: Any, config: dict, question: Any, retyped: str | None) -> dict
 
 
 def test_a_declared_amount_is_retyped_as_the_preview_shows_it(wg: Writegate) -> None:
-    customer = f"c_{secrets.token_hex(3)}"
-    graph, config, out = ask(wg, "send_invoice", customer=customer, total_cents=10_000,
-                             currency="EUR")  # fmt: skip
+    ref = f"ref_{secrets.token_hex(3)}"  # ¥600.00: +1 amount, +2 external, +1 unlisted
+    graph, config, out = ask(wg, "refund_order", order_ref=ref, cents=60_000, currency="CNY")
     (question,) = asked(out)
     block = question.value["preview"]["confirmation"]
     assert (block["tier"], block["retype_field"]) == ("retype", "amount")
-    assert "10,000" not in block["retype_hint"] and "100.00" not in block["retype_hint"]
-    for wrong in (None, "10000", "1.00"):
+    assert "60,000" not in block["retype_hint"] and "600" not in block["retype_hint"]
+    for wrong in (None, "60000", "6.00"):
         (again,) = asked(answer(graph, config, question, wrong))
         assert again.value["error"]["code"] == "retype_mismatch"
-        assert sent(customer=customer) == 0
-    done = answer(graph, config, question, "EUR 100.00")
-    assert last_tool(done)["status"] == "succeeded" and sent(customer=customer) == 1
+        assert refunds(ref) == 0
+    done = answer(graph, config, question, "¥600.00")
+    assert last_tool(done)["status"] == "succeeded" and refunds(ref) == 1
 
 
 def test_a_declared_scope_is_retyped_as_its_count(wg: Writegate) -> None:
@@ -185,11 +136,10 @@ def test_a_users_refund_order_is_judged_as_their_own_tool(wg: Writegate) -> None
     graph, config, out = ask(wg, "refund_order", order_ref=ref, cents=60_000, currency="CNY")
     (question,) = asked(out)
     assert "amount_minor" not in str(question.value)  # nothing of the demo's refund_order
-    block = question.value["preview"]["confirmation"]
-    assert (block["tier"], block["retype_field"]) == ("retype", "amount")
-    assert "refund_order is not listed in the policy's operations" in " ".join(block["reasons"])
-    done = answer(graph, config, question, "¥600.00")
-    assert last_tool(done)["status"] == "succeeded" and sent(order_ref=ref) == 1
+    reasons = " ".join(question.value["preview"]["confirmation"]["reasons"])
+    assert "refund_order is not listed in the policy's operations" in reasons
+    done = answer(graph, config, question, "600")
+    assert last_tool(done)["status"] == "succeeded" and refunds(ref) == 1
 
 
 def _policy_file(tmp_path: Path, operations: str = "") -> Path:
@@ -218,7 +168,7 @@ def test_a_policy_asking_every_call_for_a_retype_with_nothing_to_retype_stops_op
         '[operations.send_email]\nsensitivity = 1\nretype = { field = "to", match = "exact" }\n'
     )
     monkeypatch.setenv("WRITEGATE_POLICY_FILE", str(_policy_file(tmp_path, listed)))
-    with Writegate.open(url, tools=[send_email, send_invoice]) as gate:
+    with Writegate.open(url, tools=[send_email, refund_order]) as gate:
         (question,) = asked(ask(gate, "send_email", to="x@example.com", text="hi")[2])
         assert question.value["preview"]["confirmation"]["retype_field"] == "to"
 

@@ -21,11 +21,11 @@ WRITEGATE = [
     "Checked", "ClarificationNeeded", "Confirm", "Decline", "Edit", "EditDecision",
     "EditedAction", "ErrorBody", "ExecutionFailed", "Forbidden", "GuardedTool", "HitlDecisions",
     "Identity", "IdentityConflict", "InvalidTransition", "MissingIdentity", "NotFound",
-    "Policy", "PreviewField", "PreviewFieldView", "PreviewView", "RateLimited", "Receipt",
-    "RejectDecision", "RespondWith", "RetryPolicy", "ReviewConfig", "ScopeChanged", "ScopeOf",
-    "ServerUserFields", "StateChanged", "TemporarilyUnavailable", "ToolPreview", "Unprotected",
-    "UpstreamTimeout", "ValidationFailed", "WriteToolOptions", "Writegate", "WritegateError",
-    "__version__", "error_for_code", "read_tool", "write_tool",
+    "Policy", "PreviewField", "PreviewFieldView", "PreviewView", "ProposalView", "RateLimited",
+    "Receipt", "RejectDecision", "RespondWith", "RetryPolicy", "ReviewConfig", "ScopeChanged",
+    "ScopeOf", "ServerUserFields", "StateChanged", "TemporarilyUnavailable", "ToolPreview",
+    "Unprotected", "UpstreamTimeout", "ValidationFailed", "WriteToolOptions", "Writegate",
+    "WritegateError", "__version__", "error_for_code", "read_tool", "write_tool",
 ]  # fmt: skip
 TESTING = [
     "Fault", "FaultHook", "Outcome", "ReadScenario", "Report", "Scenario", "ScenarioResult",
