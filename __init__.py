@@ -66,6 +66,10 @@ if TYPE_CHECKING:
     from writegate.approval.policy import (
         Policy,
     )
+    from writegate.approval.views import (
+        AuditRow,
+        ProposalView,
+    )
     from writegate.graph.identity import (
         ServerUserFields,
     )
@@ -91,6 +95,7 @@ __all__ = [
     "AmountOf",
     "ApprovalRequest",
     "ApproveDecision",
+    "AuditRow",
     "Cancel",
     "Checked",
     "ClarificationNeeded",
@@ -113,6 +118,7 @@ __all__ = [
     "PreviewField",
     "PreviewFieldView",
     "PreviewView",
+    "ProposalView",
     "RateLimited",
     "Receipt",
     "RejectDecision",
@@ -147,6 +153,7 @@ _WHERE = {
     "AmountOf": "writegate.tools.kit_spec",
     "ApprovalRequest": "writegate.approval.contract",
     "ApproveDecision": "writegate.approval.contract",
+    "AuditRow": "writegate.approval.views",
     "Cancel": "writegate.approval.decisions",
     "Checked": "writegate.tools.kit_spec",
     "ClarificationNeeded": "writegate.approval.errors",
@@ -169,6 +176,7 @@ _WHERE = {
     "PreviewField": "writegate.tools.kit_spec",
     "PreviewFieldView": "writegate.approval.contract",
     "PreviewView": "writegate.approval.contract",
+    "ProposalView": "writegate.approval.views",
     "RateLimited": "writegate.approval.errors",
     "Receipt": "writegate.approval.models",
     "RejectDecision": "writegate.approval.contract",

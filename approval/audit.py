@@ -141,12 +141,15 @@ def execution_audit(
     )
 
 
-def duplicate_audit(identity: Identity, execution: Execution, started: float) -> AuditRecord:
-    """A second request for an operation that already has its execution."""
+def duplicate_audit(
+    identity: Identity, proposal: Proposal, execution: Execution, started: float
+) -> AuditRecord:
+    """A second request for an operation that already has its execution, in the thread
+    of the proposal it names."""
     return AuditRecord(
         tenant_id=execution.tenant_id,
         user_id=identity.user_id,
-        thread_id=None,
+        thread_id=proposal.thread_id,
         tool_name=execution.operation,
         event="execute",
         arguments=None,

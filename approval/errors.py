@@ -285,6 +285,15 @@ class RetypeMismatch(WritegateError):
     default_message = "the re-typed key field does not match the preview"
 
 
+class RetypeUnavailable(WritegateError):
+    """The proposal's tier asks for a re-typed key field and there is none to ask for:
+    the policy must name one (or the tool declare its amount or scope). Nothing was
+    proposed; asking again changes nothing until an operator changes the policy."""
+
+    code = "retype_unavailable"
+    default_message = "this confirmation tier asks for a re-typed field the policy does not name"
+
+
 class SelfApproval(WritegateError):
     code = "self_approval"
     default_message = "the requester cannot be their own second approver"

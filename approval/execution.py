@@ -426,7 +426,7 @@ class Executor:
         )
         if execution is None or execution.subject != identity.user_id:
             return _Answer(refusal)
-        tx.insert_audit(duplicate_audit(identity, execution, started))
+        tx.insert_audit(duplicate_audit(identity, proposal, execution, started))
         if execution.status is ExecutionStatus.FAILED_RETRYABLE:
             # Every attempt was refused explicitly ("not applied"): it may be sent again.
             policy = self.policy_for(self.service.spec_for(execution.operation))

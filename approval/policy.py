@@ -2,6 +2,8 @@
 
 The rules are configuration, not code: a TOML file (`policy_default.toml` beside this
 module, or the file named by `WRITEGATE_POLICY_FILE`) that carries its own `version`.
+The shipped file is generic: it lists no application's operations (the demo's are in
+its own file, `tools/demo/policy.toml`).
 The policy's version is that string plus a digest of the file's content, so changing
 the rules always changes the version. Every proposal and token records the version it
 was made under, so an approval can be re-judged when the policy changes. `Policy()`
@@ -114,9 +116,10 @@ class Policy:
         )
 
 
-def load_policy(path: str | Path | None = None) -> Policy:
-    """The policy from `path`, else `$WRITEGATE_POLICY_FILE`, else the shipped default."""
-    chosen = Path(path or os.environ.get(POLICY_FILE_ENV, "").strip() or DEFAULT_POLICY_FILE)
+def load_policy(path: str | Path | None = None, *, default: Path = DEFAULT_POLICY_FILE) -> Policy:
+    """The policy from `path`, else `$WRITEGATE_POLICY_FILE`, else `default` (the shipped
+    one, which lists no operation: an application lists its own, as the demo does)."""
+    chosen = Path(path or os.environ.get(POLICY_FILE_ENV, "").strip() or default)
     try:
         with chosen.open("rb") as handle:
             data = tomllib.load(handle)
@@ -176,6 +179,12 @@ def _parse(data: dict[str, Any]) -> Policy:
     operations: dict[str, OperationRule] = {}
     for name, rule in data.get("operations", {}).items():
         retype = rule.get("retype") or {}
+        if retype and not retype.get("field"):
+            raise ValueError(
+                f"[operations.{name}] retype needs its field: the argument or preview field "
+                'the person types again, e.g. retype = { field = "amount_minor", match = '
+                '"number" }'
+            )
         match = str(retype.get("match", "exact"))
         if match not in RETYPE_MATCHES:
             raise ValueError(f"operations.{name}.retype.match must be one of {RETYPE_MATCHES}")

@@ -140,7 +140,9 @@ def approve_as_second(
                     decided_by=identity.user_id,
                 )
                 tx.insert_audit(_audit(identity, proposal, event, "declined", started))
-                return replace(proposal, status=ProposalStatus.DECLINED)
+                return replace(
+                    proposal, status=ProposalStatus.DECLINED, decided_by=identity.user_id
+                )
         assert expired is not None
         raise expired
     except WritegateError as exc:

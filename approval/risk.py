@@ -12,18 +12,25 @@ A stronger tier never hides anything: the preview keeps every argument and only 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import timedelta
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from writegate.approval.errors import RetypeMismatch
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.policy import Policy, RiskRules, Tier
+from writegate.approval.retype import Retype, check_retyped, require_retype, retype_for
+
+__all__ = [
+    "Assessment",
+    "assess",
+    "check_retyped",  # approval/retype.py's, where the re-typed field is decided
+    "reassess",
+    "requires_fresh_confirmation",
+    "risk_inputs",
+    "token_ttl",
+]
 
 LEGACY_TIER = Tier(name="one_click", min_score=0)
-_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
@@ -32,8 +39,7 @@ class Assessment:
     tier: Tier
     reasons: tuple[str, ...]
     inputs: dict[str, Any]
-    retype_field: str | None
-    retype_match: str
+    retype: Retype | None  # what a retype tier asks to type again (approval/retype.py)
 
     def to_dict(self) -> dict[str, Any]:
         """What the proposal stores: enough to re-judge it under another policy."""
@@ -42,11 +48,7 @@ class Assessment:
             "tier": self.tier.requirements(),
             "reasons": list(self.reasons),
             "inputs": self.inputs,
-            "retype": (
-                {"field": self.retype_field, "match": self.retype_match}
-                if self.tier.retype and self.retype_field
-                else None
-            ),
+            "retype": self.retype.to_dict() if self.tier.retype and self.retype else None,
         }
 
     def confirmation(self, policy: Policy, waits: timedelta) -> dict[str, Any]:
@@ -62,29 +64,18 @@ class Assessment:
             "proposal_ttl_seconds": int(waits.total_seconds()),
             "policy_version": policy.version,
         }
-        if self.tier.retype and self.retype_field:
-            block["retype_field"] = self.retype_field
-            block["retype_hint"] = _hint(self.retype_match, self.retype_field)
+        if self.tier.retype and self.retype:
+            block["retype_field"] = self.retype.field
+            block["retype_hint"] = self.retype.hint()
         return block
-
-
-_HINTS = {
-    "number": "type the {label} exactly as the preview shows it ({field})",
-    "last4": "type the last four characters of the {label} ({field})",
-    "exact": "type the {label} exactly as the preview shows it ({field})",
-}
-
-
-def _hint(match: str, field: str) -> str:
-    label = field.removesuffix("_minor").replace("_", " ")
-    return _HINTS[match].format(label=label, field=field)
 
 
 def risk_inputs(
     operation: str, args: dict[str, Any], preview: dict[str, Any], identity: Identity, hook: Any
 ) -> dict[str, Any]:
     """The facts risk is judged on. `hook(args)` lets a tool add or correct them: a
-    tool's declared amount (`amount_minor`, `currency`) or scope (`count`)."""
+    tool's declared amount (`amount_minor`, `currency`) or scope (`count`). `fields`:
+    the names a re-typed field may have (its arguments and preview fields)."""
     shown = {f.get("name"): f.get("display") for f in preview.get("fields", [])}
     amount = args.get("amount_minor")
     count = args.get("count")
@@ -97,6 +88,7 @@ def risk_inputs(
         "irreversible": bool(preview.get("irreversible")),
         "external": bool(preview.get("external")),
         "trust": identity.trust,
+        "fields": sorted({*args, *(name for name in shown if isinstance(name, str))}),
     }
     if callable(hook):
         declared = hook(args)
@@ -125,9 +117,18 @@ def _band(bands: tuple[tuple[int, int], ...], value: int) -> int:
 
 
 def assess(rules: RiskRules | None, inputs: dict[str, Any]) -> Assessment:
-    """Score the inputs and pick the tier; every point comes with its reason."""
+    """Score a new proposal's inputs and pick its tier; every point comes with its
+    reason. A tier asking for a re-typed field it cannot ask for refuses the proposal
+    (`retype_unavailable`): it is never confirmed with less than its tier says."""
+    judged = judge(rules, inputs)
+    require_retype(judged.tier, judged.retype, inputs)
+    return judged
+
+
+def judge(rules: RiskRules | None, inputs: dict[str, Any]) -> Assessment:
+    """`assess` without the refusal: the score, the tier and the field to re-type."""
     if rules is None:
-        return Assessment(0, LEGACY_TIER, ("the policy has no risk rules",), inputs, None, "exact")
+        return Assessment(0, LEGACY_TIER, ("the policy has no risk rules",), inputs, None)
     reasons: list[str] = []
     score = 0
 
@@ -157,14 +158,14 @@ def assess(rules: RiskRules | None, inputs: dict[str, Any]) -> Assessment:
     add(rules.trust.get(level, cautious), f"trust {level}")
     tier = rules.tier_for(score)
     reasons.append(f"score {score}: tier {tier.name}")
-    return Assessment(score, tier, tuple(reasons), inputs, op.retype_field, op.retype_match)
+    return Assessment(score, tier, tuple(reasons), inputs, retype_for(op, inputs))
 
 
 def reassess(proposal: Proposal, policy: Policy) -> Assessment | None:
     """The proposal's frozen inputs judged under `policy`; None if it has no inputs."""
     if not proposal.risk or "inputs" not in proposal.risk:
         return None
-    return assess(policy.risk, proposal.risk["inputs"])
+    return judge(policy.risk, proposal.risk["inputs"])
 
 
 def requires_fresh_confirmation(proposal: Proposal, made_under: str, policy: Policy) -> bool:
@@ -187,47 +188,3 @@ def token_ttl(proposal: Proposal, policy: Policy) -> Any:
     tier_name = (proposal.risk or {}).get("tier", {}).get("tier", proposal.tier)
     tier = policy.risk.tier_named(tier_name) if policy.risk else None
     return (tier.token_ttl if tier else None) or policy.token_ttl
-
-
-def check_retyped(proposal: Proposal, retyped: str | None) -> None:
-    """The re-typed key field must match the canonical argument the preview showed."""
-    rule = (proposal.risk or {}).get("retype")
-    if not rule:
-        return
-    name, match = rule["field"], rule["match"]
-    field = next((f for f in proposal.preview.get("fields", []) if f.get("name") == name), None)
-    value = proposal.args.get(name, field.get("value") if field else None)
-    display = str(field.get("display")) if field else str(value)
-    if field is not None and field.get("value") != value:
-        raise RetypeMismatch("the preview does not match the arguments", field=name)
-    if not retyped or not retyped.strip():
-        raise RetypeMismatch(
-            f"this confirmation needs the {name} re-typed: {_hint(match, name)}",
-            field=name,
-            missing=True,
-        )
-    if not _matches(match, retyped.strip(), value, display):
-        raise RetypeMismatch(
-            f"the re-typed {name} does not match the preview; {_hint(match, name)}",
-            field=name,
-        )
-
-
-def _number(text: str) -> Decimal | None:
-    found = _NUMBER.findall(text)
-    if len(found) != 1:
-        return None
-    try:
-        return Decimal(found[0].replace(",", ""))
-    except InvalidOperation:
-        return None
-
-
-def _matches(match: str, typed: str, value: Any, display: str) -> bool:
-    if match == "number":
-        shown, given = _number(display), _number(typed)
-        return shown is not None and given is not None and shown == given
-    if match == "last4":
-        text = str(value).casefold()
-        return typed.casefold() in (text[-4:], text)
-    return typed == display.strip() or typed == str(value)

@@ -101,6 +101,9 @@ class ToolSpec(Protocol):
 #   freeze_scope(ctx, args) -> args   a batch freezes its exact resource set (service)
 #   risk_inputs(args) -> dict         extra inputs for the risk tier (service): a
 #                                     declared amount_minor + currency, or a count
+#   declared_stakes: frozenset[str]   which of those it declares for every call
+#                                     (amount_minor, count): a retype tier's field
+#                                     falls back on them (approval/retype.py)
 #   expires_in: timedelta | None      how long its proposals wait (over the tier's
 #                                     and the policy's default, under the policy's
 #                                     own setting for the operation)

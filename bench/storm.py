@@ -34,6 +34,7 @@ from writegate.checkpoints.pool import Pool
 from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 from writegate.tools.demo.domain import default_registry
+from writegate.tools.demo.policy import demo_policy
 from writegate.tools.demo.provider import SimulatedProvider
 
 EXECUTIONS_SQL = "SELECT count(*) AS n FROM writegate.executions WHERE proposal_id = %s"
@@ -63,7 +64,8 @@ class OneConnection:
 def _worker(url: str) -> tuple[OneConnection, ApprovalService, Executor]:
     conn = OneConnection(url)
     pool = cast(Pool, conn)
-    service = ApprovalService(PgLedgerStore(pool), default_registry(SimulatedProvider(pool=pool)))
+    tools = default_registry(SimulatedProvider(pool=pool))
+    service = ApprovalService(PgLedgerStore(pool), tools, demo_policy())
     return conn, service, Executor(service)
 
 

@@ -24,6 +24,7 @@ from writegate.checkpoints.pool import Pool, open_pool
 from writegate.checkpoints.schema import setup_database
 from writegate.graph.runtime import Runtime
 from writegate.tools.demo.domain import default_registry
+from writegate.tools.demo.policy import demo_policy
 from writegate.tools.demo.provider import ProviderClient, SimulatedProvider
 from writegate.tools.demo.provider_http import HttpProvider
 from writegate.tools.demo.schema import DEMO
@@ -76,8 +77,11 @@ def open_demo(
     **options: Any,
 ) -> DemoRuntime:
     """Open the demo on `url` (resolved as the CLI does when None): its tables set up
-    unless `setup=False`; `options` go to `Runtime.open` (policy, retry, step_hook, ...).
+    unless `setup=False`; `options` go to `Runtime.open` (policy, retry, step_hook, ...);
+    the policy is the demo's own (`tools/demo/policy.toml`) unless one is given.
     `pool`: one already open on `url` (the bench's counting pool)."""
+    if options.get("policy") is None:
+        options["policy"] = demo_policy()  # before the database: a bad file stops here
     url = url or resolve_database_url()
     if setup:
         setup_demo(url)

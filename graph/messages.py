@@ -27,6 +27,10 @@ _ADVICE = {
     "cancelled": "The user closed the request without deciding. Do not retry on your own.",
     "proposal_expired": "Nobody confirmed in time. Ask the user whether to propose again.",
     "state_changed": "The record changed since the preview. Read it again before proposing.",
+    "retype_unavailable": (
+        "writegate's policy cannot ask for the confirmation this write needs, so it was not "
+        "proposed. Tell the user; do not propose it again until an operator fixes the policy."
+    ),
 }
 
 

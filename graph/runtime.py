@@ -15,6 +15,8 @@ from datetime import datetime
 from typing import Self
 
 from writegate.approval.execution import Executor, RetryPolicy
+from writegate.approval.policy import load_policy
+from writegate.approval.retype import check_tools
 from writegate.approval.service import ApprovalService, Policy
 from writegate.approval.store import PresentedQuestions
 from writegate.checkpoints.database import resolve_database_url
@@ -60,7 +62,11 @@ class Runtime:
         server_user: ServerUserFields | None = None,
     ) -> Runtime:
         """Open the database (set up writegate's own tables there unless `setup=False`)
-        and wire the services over `tools`. `pool`: one already open on `url`."""
+        and wire the services over `tools`. `pool`: one already open on `url`. A policy
+        that cannot ask what its tiers promise for one of the tools (every call would
+        need a re-typed field and none is named) stops it here, before the database."""
+        policy = policy or load_policy()
+        check_tools(policy.risk, tools.specs(), policy.version)
         url = url or resolve_database_url()
         if setup:
             setup_database(url, schema=schema)  # idempotent and safe from many processes

@@ -29,9 +29,12 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from writegate.approval.downstream import RetryPolicy
+from writegate.approval.errors import MissingIdentity
+from writegate.approval.models import Identity
 from writegate.approval.reconcile import Reconciler
 from writegate.approval.service import Policy
 from writegate.approval.spec import ToolSpec
+from writegate.approval.views import AuditRow, ProposalView, audit_filters
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.ops import PgBacklog
 from writegate.graph.build import build_graph
@@ -175,6 +178,56 @@ class Writegate:
         options.setdefault("retry", self.runtime.executor.retry)
         return Reconciler(self.runtime.service, PgBacklog(self.runtime.pool), **options)
 
+    @property
+    def policy(self) -> Policy:
+        """The approval policy in force: its version, tiers and points."""
+        return self.runtime.service.policy
+
+    # -- the audit trail --------------------------------------------------------------
+
+    def audit(
+        self,
+        tenant_id: str,
+        *,
+        thread_id: str | None = None,
+        proposal_id: str | None = None,
+        limit: int = 500,
+    ) -> list[AuditRow]:
+        """The audit rows of one tenant (required: never another's), oldest first, at
+        most `limit`; only a thread's or a proposal's when one is given."""
+        tenant_id, limit = audit_filters(tenant_id, limit, thread_id, proposal_id)
+        rows = self.runtime.store.audit_rows(
+            tenant_id, thread_id=thread_id, proposal_id=proposal_id, limit=limit
+        )
+        return [AuditRow.of(row) for row in rows]
+
+    # -- a second approver, and revocation ----------------------------------------------
+    # `identity` is the acting person, from your application's signed-in session. Every
+    # refusal is a `WritegateError` (`forbidden`, `not_found`, `self_approval`,
+    # `proposal_not_pending`, `proposal_expired`, `revoke_too_late`, ...), and audited.
+
+    def awaiting_second_approval(self, identity: Identity) -> list[ProposalView]:
+        """What this approver may approve: their tenant's proposals whose requester
+        confirmed them and that wait for a second approver, never their own."""
+        waiting = self.runtime.service.awaiting_second_approval(_acting(identity))
+        return [ProposalView.of(proposal) for proposal in waiting]
+
+    def approve_as_second(self, identity: Identity, proposal_id: str) -> ProposalView:
+        """Approve as a different user of the same tenant with the `approver` role.
+        Nothing runs yet: the requester's thread, resumed with a confirm, executes it."""
+        approved = self.runtime.service.approve_as_second(_acting(identity), proposal_id)
+        return ProposalView.of(approved)
+
+    def decline_as_second(self, identity: Identity, proposal_id: str) -> ProposalView:
+        """Decline as the second approver: the proposal ends declined, and nothing runs."""
+        declined = self.runtime.service.decline_as_second(_acting(identity), proposal_id)
+        return ProposalView.of(declined)
+
+    def revoke(self, identity: Identity, proposal_id: str) -> ProposalView:
+        """Stop an approval that has not executed (an approver or admin of the tenant, or
+        the requester); once it started executing, `revoke_too_late`."""
+        return ProposalView.of(self.runtime.service.revoke(_acting(identity), proposal_id))
+
     # -- lifetime ---------------------------------------------------------------------
 
     def close(self) -> None:
@@ -185,3 +238,12 @@ class Writegate:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _acting(identity: Identity) -> Identity:
+    """The person acting, as your application authenticated them."""
+    if not isinstance(identity, Identity):
+        raise TypeError(f"pass an Identity from your signed-in session, not {identity!r}")
+    if not identity.user_id or not identity.tenant_id:
+        raise MissingIdentity()
+    return identity

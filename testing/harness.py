@@ -154,6 +154,8 @@ def retyped(proposal: Proposal) -> str | None:
     rule = (proposal.risk or {}).get("retype")
     if not rule:
         return None
+    if rule.get("expected"):  # a declared amount or count: as the preview shows it
+        return str(rule["expected"]["display"])
     name = rule["field"]
     field: dict[str, Any] = next(
         (f for f in proposal.preview.get("fields", []) if f.get("name") == name), {}

@@ -258,6 +258,13 @@ class CallableTool(Tool):
         scope = call_hook(self.hooks.freeze, args, conn=ctx.conn, identity=ctx.identity)
         return {**args, **_json_object(scope, "freeze", self.name)}
 
+    @property
+    def declared_stakes(self) -> frozenset[str]:
+        """The risk inputs `risk_inputs` fills for every call: `amount_minor` (`amount=`),
+        `count` (`scope=`); a tier's re-typed field falls back on them."""
+        declared = {"amount_minor"} if self.hooks.amount is not None else set()
+        return frozenset(declared | ({"count"} if self.hooks.scope is not None else set()))
+
     def risk_inputs(self, args: dict[str, Any]) -> dict[str, Any]:
         """What the tool declared is at stake (`amount=`, `scope=`), for the tiers."""
         declared: dict[str, Any] = {}

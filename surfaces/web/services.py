@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from writegate.approval.policy import load_policy
 from writegate.approval.service import Policy
 from writegate.graph.build import build_graph
 from writegate.graph.runtime import Runtime
@@ -23,6 +22,7 @@ from writegate.surfaces.store.streams import StreamStore
 from writegate.surfaces.web.decide import Decisions
 from writegate.surfaces.web.metrics import HttpMetrics
 from writegate.surfaces.web.runner import Runner
+from writegate.tools.demo.policy import demo_policy
 
 TTL_ENV = "WRITEGATE_PROPOSAL_TTL_SECONDS"
 
@@ -55,8 +55,9 @@ class Settings:
         return cls(database_url=env.get("DATABASE_URL") or None, proposal_ttl_s=ttl)
 
     def policy(self) -> Policy:
-        """The same versioned policy file as every other entry point, so tokens agree."""
-        base = load_policy()
+        """The same versioned policy file as every other demo entry point (the demo's
+        own, or WRITEGATE_POLICY_FILE's), so tokens agree."""
+        base = demo_policy()
         if self.proposal_ttl_s is None:
             return base
         return replace(base, proposal_ttl=timedelta(seconds=self.proposal_ttl_s))

@@ -113,6 +113,42 @@ async def _notify(
 notify = write_tool(_notify, side_effect="external", name="notify")  # an existing LangChain tool
 
 
+REFUNDS: dict[str, dict[str, Any]] = {}  # another downstream: request key -> refund
+
+
+def refunds(order_ref: str) -> int:
+    return sum(1 for refund in REFUNDS.values() if refund["order_ref"] == order_ref)
+
+
+def _refund_preview(args: dict[str, Any]) -> ToolPreview:
+    shown = f"¥{args['cents'] / 100:,.2f}"
+    return ToolPreview(
+        fields=[
+            PreviewField("order_ref", args["order_ref"]),
+            PreviewField("cents", args["cents"], shown, money_of="currency"),
+            PreviewField("currency", args["currency"]),
+        ],
+        impact=f"{shown} go back to the customer.",
+    )
+
+
+@write_tool(
+    side_effect="external",
+    resource=lambda args: f"order:{args['order_ref']}",
+    preview=_refund_preview,
+    amount=lambda args: (args["cents"], args["currency"]),
+)
+def refund_order(order_ref: str, cents: int, currency: str, *, request_key: str) -> dict:
+    """Refund an order: a user's own tool that happens to share the demo's name.
+
+    Args:
+        order_ref: The order reference.
+        cents: The amount in minor units.
+        currency: ISO currency code, e.g. CNY.
+    """
+    return REFUNDS.setdefault(request_key, {"order_ref": order_ref, "cents": cents})
+
+
 def tool_call(name: str, **args: Any) -> dict[str, Any]:
     return {"name": name, "args": args, "id": f"call_{secrets.token_hex(4)}", "type": "tool_call"}
 

@@ -260,6 +260,38 @@ def test_a_user_write_tool(tool: Any, writegate_database: str) -> None:
     assert settled == ("succeeded" if tool is transfer else "escalated")
 
 
+@write_tool(
+    side_effect="external",
+    resource=lambda args: f"account:{args['account']}",
+    validate=own_account,
+    lookup=lambda args, key: TRANSFERS.get(key),
+    amount=lambda args: (args["cents"], "EUR"),
+    name="transfer_declared",
+)
+def transfer_declared(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
+    """The same transfer, declaring its amount: EUR 70.00 is a retype tier's.
+
+    Args:
+        account: The account id.
+        cents: Amount in euro cents.
+    """
+    return transfer_into(account, cents, request_key)
+
+
+def test_a_tool_whose_tier_retypes_its_declared_amount(writegate_database: str) -> None:
+    """The kit types the amount as the preview shows it, as a careful person would."""
+    report = check_write_tool(
+        transfer_declared,
+        args=lambda: {**fresh_account(), "cents": 7000},  # +1 amount, +2 external, +1
+        edited=lambda args: {**args, "cents": 6900},
+        effects=lambda: len(TRANSFERS),
+        identity=ME,
+        database_url=writegate_database,
+        scenarios=[Scenario.NOTHING_BEFORE_CONFIRM, Scenario.EDIT_SUPERSEDES],
+    )
+    passed(report)
+
+
 def test_each_figure_names_what_it_counts(writegate_database: str) -> None:
     report = check_transfer(transfer, writegate_database)
     figures = {result.scenario: result.figures for result in report.results}

@@ -6,7 +6,7 @@ environment and nothing else: no model key, no tables set up beforehand. The not
 own `assert`s fail the test when writegate misbehaves; what writegate executed in that
 database is checked here. The stored files must carry no outputs, so their diffs stay
 small, and they teach the public API: they import from `writegate` and
-`writegate.testing` only, save where a notebook's subject has no public call yet.
+`writegate.testing` only.
 """
 
 from __future__ import annotations
@@ -45,16 +45,9 @@ EXPECTED_EXECUTIONS = {
         ("send_invoice", "succeeded", 4500),
     ],
     "decline_edit_expiry.ipynb": [("refund", "succeeded", 5000)],
-    "second_approver.ipynb": [("refund_order", "succeeded", 800000)],
+    "second_approver.ipynb": [("refund", "succeeded", 800000)],
 }
 AMOUNT_ARGS = ("amount_minor", "total_cents")
-# Internal modules a notebook may import, and why. second_approver's subject, the second
-# approver's decision, has no call in the library's public API: the operator console
-# (`writegate approve`) and the HTTP review queue give it, on the demo application's
-# runtime, so the notebook runs on that runtime too (and says so).
-INTERNAL_IMPORTS = {
-    "second_approver.ipynb": {"writegate.graph.build", "writegate.graph.demo"},
-}
 IMPORT = re.compile(r"^\s*(?:from|import)\s+(writegate(?:\.\w+)*)", re.M)
 
 pytestmark = pytest.mark.slow
@@ -81,7 +74,7 @@ def test_notebook_is_stored_without_outputs(name: str) -> None:
 def test_notebook_imports_only_the_public_faces(name: str) -> None:
     imported = {module for cell in _code(name) for module in IMPORT.findall(cell.source)}
     deep = imported - {"writegate", "writegate.testing"}
-    assert deep == INTERNAL_IMPORTS.get(name, set())
+    assert deep == set()
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -34,7 +34,7 @@ from tests.integration.tier_helpers import (
     TENANT,
     PinnedClock,
     confirm,
-    default_policy_data,
+    demo_policy_data,
     executor_under,
     new_order,
     open_runtime,
@@ -181,7 +181,7 @@ def test_a_stricter_file_under_the_same_version_string_still_re_judges_the_old_t
     order = new_order(rt, 19900)
     proposal = propose_refund(rt, order, 19900)
     token = token_of(rt, proposal)
-    unchanged_label = default_policy_data()["version"]  # someone forgot to bump it
+    unchanged_label = demo_policy_data()["version"]  # someone forgot to bump it
     stricter = policy_with(unchanged_label, retype=3)
     with pytest.raises(errors.PolicyChanged):
         executor_under(rt, stricter).execute(REQUESTER, token)
@@ -381,7 +381,7 @@ def test_graph_retype_refusal_keeps_the_question_and_low_trust_raises_the_tier(r
 
 
 def test_a_tier_can_give_its_proposals_a_longer_time_to_live(rt):
-    data = default_policy_data()
+    data = demo_policy_data()
     data["version"] = "ttl-" + secrets.token_hex(3)
     for tier in data["tiers"]:
         if tier["name"] == "second_approver":
@@ -401,7 +401,7 @@ def test_a_tier_can_give_its_proposals_a_longer_time_to_live(rt):
 
 
 def test_an_unknown_key_in_a_tier_is_still_refused():
-    data = default_policy_data()
+    data = demo_policy_data()
     data["tiers"][0]["proposal_ttl"] = 60
     with pytest.raises(ValueError, match="proposal_ttl"):
         parse_policy(data)

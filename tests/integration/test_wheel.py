@@ -84,6 +84,7 @@ def test_the_wheel_holds_one_top_level_package(wheel: Path) -> None:
         "writegate/bench/run.py",
         "writegate/surfaces/web/static/app.js",
         "writegate/approval/policy_default.toml",
+        "writegate/tools/demo/policy.toml",
     ):
         assert needed in names, needed
 

@@ -13,11 +13,12 @@ from tests.app_db import setup_app
 from writegate.approval.decisions import Confirm
 from writegate.approval.execution import Executor
 from writegate.approval.models import Identity, Proposal
-from writegate.approval.policy import DEFAULT_POLICY_FILE, Policy, parse_policy
+from writegate.approval.policy import Policy, parse_policy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 from writegate.tools.demo.batch import close_tickets
+from writegate.tools.demo.policy import DEMO_POLICY_FILE
 
 TENANT = "tenant_hz"
 REQUESTER = Identity("user_42", TENANT)
@@ -43,7 +44,7 @@ class PinnedClock:
 
 @contextmanager
 def open_runtime(create_database: Callable[[], str], **options: Any) -> Iterator[Runtime]:
-    """A fresh database and a Runtime under the shipped policy, with the batch tool."""
+    """A fresh database and a Runtime under the demo's policy, with the batch tool."""
     url = create_database()
     setup_app(url)
     runtime = open_demo(url, setup=False, **options)
@@ -55,14 +56,15 @@ def open_runtime(create_database: Callable[[], str], **options: Any) -> Iterator
         runtime.close()
 
 
-def default_policy_data() -> dict[str, Any]:
-    with DEFAULT_POLICY_FILE.open("rb") as handle:
+def demo_policy_data() -> dict[str, Any]:
+    """The demo's policy file, as data (the shipped one lists none of its operations)."""
+    with DEMO_POLICY_FILE.open("rb") as handle:
         return tomllib.load(handle)
 
 
 def policy_with(version: str, **tier_floors: int) -> Policy:
-    """The shipped policy under another version, with some tiers' min_score moved."""
-    data = default_policy_data()
+    """The demo's policy under another version, with some tiers' min_score moved."""
+    data = demo_policy_data()
     data["version"] = version
     for tier in data["tiers"]:
         tier["min_score"] = tier_floors.get(tier["name"], tier["min_score"])

@@ -17,12 +17,12 @@ import writegate.testing
 ROOT = Path(__file__).resolve().parents[2]
 
 WRITEGATE = [
-    "ActionRequest", "AmountOf", "ApprovalRequest", "ApproveDecision", "Cancel", "Checked",
-    "ClarificationNeeded", "Confirm", "Decline", "Edit", "EditDecision", "EditedAction",
-    "ErrorBody", "ExecutionFailed", "Forbidden", "GuardedTool", "HitlDecisions",
+    "ActionRequest", "AmountOf", "ApprovalRequest", "ApproveDecision", "AuditRow", "Cancel",
+    "Checked", "ClarificationNeeded", "Confirm", "Decline", "Edit", "EditDecision",
+    "EditedAction", "ErrorBody", "ExecutionFailed", "Forbidden", "GuardedTool", "HitlDecisions",
     "Identity", "IdentityConflict", "InvalidTransition", "MissingIdentity", "NotFound",
-    "Policy", "PreviewField", "PreviewFieldView", "PreviewView", "RateLimited", "Receipt",
-    "RejectDecision", "RespondWith", "RetryPolicy", "ReviewConfig", "ScopeChanged",
+    "Policy", "PreviewField", "PreviewFieldView", "PreviewView", "ProposalView", "RateLimited",
+    "Receipt", "RejectDecision", "RespondWith", "RetryPolicy", "ReviewConfig", "ScopeChanged",
     "ScopeOf", "ServerUserFields", "StateChanged", "TemporarilyUnavailable", "ToolPreview",
     "Unprotected", "UpstreamTimeout", "ValidationFailed", "WriteToolOptions", "Writegate",
     "WritegateError", "__version__", "error_for_code", "read_tool", "write_tool",

@@ -23,6 +23,7 @@ from writegate.approval.policy import (
 from writegate.approval.risk import assess, check_retyped, requires_fresh_confirmation
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.memory import MemoryLedgerStore
+from writegate.tools.demo.policy import DEMO_POLICY_FILE, demo_policy
 
 T0 = datetime(2026, 9, 1, 6, 20, tzinfo=UTC)
 ALICE = Identity("alice", "t1")
@@ -116,8 +117,33 @@ def test_every_point_has_a_reason_and_trust_moves_the_tier():
     assert "50 items at once (+3)" in many.reasons
 
 
-def test_the_shipped_policy_puts_refunds_in_tiers_by_amount():
-    policy = load_policy()
+def test_the_shipped_policy_carries_no_operation_of_an_application(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A user's own `refund_order` must not inherit the demo's rules (its retype field)."""
+    monkeypatch.delenv(POLICY_FILE_ENV, raising=False)
+    rules = load_policy().risk
+    assert rules is not None and rules.operations == {}
+    assert rules.operation("refund_order").retype_field is None
+
+
+def test_the_demo_reads_its_own_policy_unless_one_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.delenv(POLICY_FILE_ENV, raising=False)
+    rules = demo_policy().risk
+    assert rules is not None
+    fields = {name: rules.operation(name).retype_field for name in rules.operations}
+    assert fields == {"refund_order": "amount_minor", "update_ticket": "ticket_id",
+                      "create_ticket": "title", "close_tickets": "count"}  # fmt: skip
+    assert demo_policy().version == load_policy(DEMO_POLICY_FILE).version
+    named = write_policy(tmp_path / "named.toml")
+    monkeypatch.setenv(POLICY_FILE_ENV, str(named))
+    assert demo_policy().version == load_policy(named).version  # the operator's word wins
+
+
+def test_the_demo_policy_puts_refunds_in_tiers_by_amount():
+    policy = demo_policy()
     refund = {"operation": "refund_order", "currency": "CNY", "irreversible": True,
               "external": True, "trust": None}  # fmt: skip
     tiers = {
@@ -146,8 +172,8 @@ def test_policy_file_from_the_environment_and_broken_files_refuse_to_load(
         load_policy(tmp_path / "missing.toml")
 
 
-def test_the_shipped_policy_scores_batch_size():
-    policy = load_policy()
+def test_the_demo_policy_scores_batch_size():
+    policy = demo_policy()
     close = {"operation": "close_tickets", "irreversible": True, "external": False,
              "trust": None}  # fmt: skip
     tiers = {n: assess(policy.risk, {**close, "count": n}).tier.name for n in (3, 50, 200)}

@@ -1,0 +1,144 @@
+"""A second approver through the public API only: `wg.awaiting_second_approval`,
+`wg.approve_as_second`, `wg.decline_as_second` and `wg.revoke`, on a user's own refund
+tool under the shipped policy. Refunds are counted at the tool's own downstream record."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
+
+from tests.integration.library_helpers import (
+    asked,
+    hand_built,
+    last_tool,
+    refund_order,
+    refunds,
+    scripted,
+    tool_call,
+)
+from writegate import Identity, MissingIdentity, ProposalView, Writegate, WritegateError
+
+TENANT = "tenant_2nd"
+REQUESTER = Identity("clerk", TENANT)
+APPROVER = Identity("lead", TENANT, frozenset({"approver"}))
+
+
+@pytest.fixture(scope="module")
+def wg(create_database: Callable[[], str]) -> Iterator[Writegate]:
+    with Writegate.open(create_database(), tools=[refund_order]) as gate:
+        yield gate
+
+
+class Thread:
+    """The requester's conversation: a ¥8,000.00 refund confirmed with its re-typed
+    amount, now waiting for a second approver (score 6: +3 amount, +2 external, +1)."""
+
+    def __init__(self, wg: Writegate, who: Identity = REQUESTER) -> None:
+        self.order = f"ord_{secrets.token_hex(4)}"
+        call = tool_call("refund_order", order_ref=self.order, cents=800_000, currency="CNY")
+        self.graph = hand_built(wg, scripted([call], "done", "done"))
+        given = {"thread_id": f"th_{secrets.token_hex(5)}", "user_id": who.user_id}
+        self.config = {"configurable": {**given, "tenant_id": who.tenant_id}}
+        (self.question,) = asked(self.graph.invoke({"messages": [HumanMessage("go")]}, self.config))
+        assert self.question.value["preview"]["confirmation"]["tier"] == "second_approver"
+        self.proposal_id: str = self.question.value["proposal_id"]
+        (waiting,) = asked(self.confirm("¥8,000.00"))
+        assert waiting.value["awaiting"]["what"] == "second_approval"
+
+    def confirm(self, retyped: str | None = None) -> dict[str, Any]:
+        answer = {"action": "confirm", "proposal_id": self.proposal_id}
+        if retyped is not None:
+            answer["retyped"] = retyped
+        return dict(self.graph.invoke(Command(resume=answer), self.config))
+
+
+def refused(call: Callable[[], Any]) -> dict[str, Any]:
+    with pytest.raises(WritegateError) as caught:
+        call()
+    body = caught.value.to_dict()
+    assert set(body) >= {"code", "message", "retryable"} and body["retryable"] is False
+    return body
+
+
+def test_approved_by_a_second_person_the_thread_runs_it_once(wg: Writegate) -> None:
+    thread = Thread(wg)
+    waiting = [
+        p for p in wg.awaiting_second_approval(APPROVER) if p.proposal_id == thread.proposal_id
+    ]
+    (seen,) = waiting
+    assert isinstance(seen, ProposalView) and seen.status == "awaiting_second_approval"
+    assert seen.preview == thread.question.value["preview"]  # exactly what the requester saw
+    assert (seen.requested_by, seen.decided_by, seen.second_approver) == ("clerk", "clerk", None)
+    assert refunds(thread.order) == 0
+
+    approved = wg.approve_as_second(APPROVER, thread.proposal_id)
+    assert (approved.status, approved.second_approver) == ("confirmed", "lead")
+    assert refunds(thread.order) == 0  # approving is not executing
+    assert thread.proposal_id not in {p.proposal_id for p in wg.awaiting_second_approval(APPROVER)}
+
+    receipt = last_tool(thread.confirm())  # the requester's thread resumes
+    assert receipt["status"] == "succeeded" and refunds(thread.order) == 1
+    again = refused(lambda: wg.approve_as_second(APPROVER, thread.proposal_id))
+    assert (again["code"], again["details"]["state"]) == ("proposal_not_pending", "executed")
+    too_late = refused(lambda: wg.revoke(APPROVER, thread.proposal_id))
+    assert too_late["code"] == "revoke_too_late" and refunds(thread.order) == 1
+    events = [
+        (r.user_id, r.event, r.status) for r in wg.audit(TENANT, proposal_id=thread.proposal_id)
+    ]
+    assert ("lead", "second_approval", "confirmed") in events
+    assert ("clerk", "execute", "succeeded") in events
+
+
+def test_who_may_not_approve_is_refused_and_nothing_runs(wg: Writegate) -> None:
+    thread = Thread(wg)
+    cases = {
+        "self_approval": Identity("clerk", TENANT, frozenset({"approver"})),
+        "not_found": Identity("lead", "tenant_other", frozenset({"approver"})),
+        "forbidden": Identity("colleague", TENANT),
+    }
+    for code, who in cases.items():
+        assert (
+            refused(lambda who=who: wg.approve_as_second(who, thread.proposal_id))["code"] == code
+        )
+    assert refused(lambda: wg.awaiting_second_approval(cases["forbidden"]))["code"] == "forbidden"
+    mine = wg.awaiting_second_approval(cases["self_approval"])
+    assert thread.proposal_id not in {p.proposal_id for p in mine}  # never one's own
+    assert wg.awaiting_second_approval(cases["not_found"]) == []  # nor another tenant's
+    assert refused(lambda: wg.approve_as_second(APPROVER, "prop_nope"))["code"] == "not_found"
+    assert refunds(thread.order) == 0
+    rows = wg.audit(TENANT, proposal_id=thread.proposal_id)
+    assert {r.error_code for r in rows if r.status == "rejected"} >= {"self_approval", "forbidden"}
+
+
+def test_declined_by_the_second_approver_the_thread_is_told_and_nothing_runs(
+    wg: Writegate,
+) -> None:
+    thread = Thread(wg)
+    declined = wg.decline_as_second(APPROVER, thread.proposal_id)
+    assert (declined.status, declined.decided_by) == ("declined", "lead")
+    assert last_tool(thread.confirm())["code"] == "declined"
+    assert refunds(thread.order) == 0
+    assert refused(lambda: wg.approve_as_second(APPROVER, thread.proposal_id))["code"] == (
+        "proposal_not_pending"
+    )
+
+
+def test_revoked_after_approval_the_thread_is_told_and_nothing_runs(wg: Writegate) -> None:
+    thread = Thread(wg)
+    wg.approve_as_second(APPROVER, thread.proposal_id)
+    revoked = wg.revoke(APPROVER, thread.proposal_id)
+    assert (revoked.status, revoked.revoked_by) == ("revoked", "lead")
+    assert last_tool(thread.confirm())["code"] == "revoked"
+    assert refunds(thread.order) == 0
+
+
+def test_the_acting_person_is_an_identity_from_the_host(wg: Writegate) -> None:
+    with pytest.raises(TypeError, match="Identity"):
+        wg.approve_as_second({"user_id": "lead"}, "prop_x")  # type: ignore[arg-type]
+    with pytest.raises(MissingIdentity):
+        wg.revoke(Identity("", TENANT, frozenset({"approver"})), "prop_x")
