@@ -65,6 +65,7 @@ from writegate.approval.errors import (
     TokenReplaced,
     TokenUnknown,
     WritegateError,
+    database_unavailable,
     is_database_outage,
 )
 from writegate.approval.models import (
@@ -525,13 +526,17 @@ class Executor:
         started: float | None = None,
     ) -> Execution:
         """T2: record the outcome of our running execution; if we lost the lease, report
-        what is there. An attempt still running (`Overrun`) is held until it answers."""
+        what is there. An attempt still running (`Overrun`) is held until it answers.
+        Our claim gone altogether means a promotion lost its commit: the database we
+        claimed on is away for us, as in an outage; the retry's claim is looked up first
+        (a hand-over), so what the downstream did is found by its key."""
         with tracing.span("writegate.record"), self.store.transaction() as tx:
             done = self.record(
                 tx, identity, spec, execution, outcome, RUNNING, proposal=proposal, started=started
             )
             final = done or tx.get_execution(execution_id=execution.execution_id)
-        assert final is not None
+        if final is None:
+            raise database_unavailable()
         if done is not None and isinstance(outcome, Overrun):
             self.hold(identity, spec, done, outcome.attempt)
         return final

@@ -41,7 +41,7 @@ from tests.integration.graph_helpers import (
 from writegate import write_tool
 from writegate.approval import errors
 from writegate.approval.decisions import Confirm
-from writegate.approval.execution import RetryPolicy
+from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.reconcile import Reconciler, Settled
 from writegate.checkpoints.ops import PgBacklog
@@ -306,3 +306,51 @@ def _propose(rt: DemoRuntime, order: str) -> Proposal:
 def _audit(pool: Pool, key: str) -> list[dict[str, Any]]:
     with pool.connection() as conn:
         return [dict(r) for r in conn.execute(AUDIT_SQL, (key,)).fetchall()]
+
+
+# -- the run whose claim a promotion lost under it -------------------------------------
+
+# What the new primary lacks of a claim that committed on the old one, in order.
+LOSE_THE_CLAIM_SQL = (
+    "DELETE FROM writegate.executions WHERE proposal_id = %(proposal_id)s",
+    "DELETE FROM writegate.tokens WHERE proposal_id = %(proposal_id)s",
+    "UPDATE writegate.proposals SET status = 'awaiting_confirmation', decided_by = NULL,"
+    " decided_at = NULL WHERE proposal_id = %(proposal_id)s",
+    "DELETE FROM refunds WHERE request_key = %(request_key)s",
+    "UPDATE orders SET refunded_minor = 0, version = version - 1 WHERE order_id = %(order)s",
+)
+
+
+def test_a_run_whose_claim_the_promotion_lost_is_told_to_retry_and_found_by_its_key(
+    rt: DemoRuntime, faults: FaultScript
+) -> None:
+    """The claim committed on the old primary, the provider paid, and the new primary,
+    promoted meanwhile, lacks the claim: the outcome cannot be recorded. The person is
+    told to try again (never a crash); the retry's claim is handed over, looked up, and
+    the one payment recorded."""
+    order = new_order(rt)
+    proposal = _propose(rt, order)
+    params = {
+        "proposal_id": proposal.proposal_id,
+        "request_key": proposal.request_key,
+        "order": order,
+    }
+
+    def lost_under_it(step: str) -> None:
+        if step == "downstream_returned":
+            with rt.pool.connection() as conn, conn.transaction():
+                for statement in LOSE_THE_CLAIM_SQL:
+                    conn.execute(statement, params)
+            promote(rt.pool)
+
+    again = Confirm(action="confirm", proposal_id=proposal.proposal_id)
+    executor = Executor(rt.service, retry=SHORT, step_hook=lost_under_it)
+    with pytest.raises(errors.TemporarilyUnavailable):
+        executor.confirm(WHO, again)
+    assert refunds_at_provider(rt, order) == 1
+
+    with pytest.raises(errors.InProgress):  # handed to the reconciler: looked up first
+        rt.executor.confirm(WHO, again)
+    assert mine(reconciler(rt).drain(), proposal.request_key) == [("found", "succeeded")]
+    assert faults.calls[("refund", proposal.request_key)] == 1
+    assert refunded_minor(rt, order) == 19900
