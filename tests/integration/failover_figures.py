@@ -60,8 +60,8 @@ class Figures:
         return (
             f"failovers per point {dict(per)}; settled {c['settled']}, escalated "
             f"{c['escalated']}; operations with lost rows {c['lost_rows']}: found again "
-            f"by their key {c['found_again']} ({c['found_by_check']} by the check after the "
-            f"promotion, nobody asking), sent again under their key without a lookup "
+            f"by their key {c['found_again']} ({c['found_by_check']} recorded by the check "
+            f"after the promotion), sent again under their key without a lookup "
             f"{c['blind']}, not done (and told so) {c['not_done']}, lost whole and escalated "
             f"{c['escalated_whole']} (of {c['vanished']} with no execution row); "
             f"wall time {self.seconds:.0f} s\n"
