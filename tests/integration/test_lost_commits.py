@@ -43,7 +43,7 @@ from writegate.approval import errors
 from writegate.approval.decisions import Confirm
 from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.models import Identity, Proposal
-from writegate.approval.reconcile import Reconciler, Settled
+from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled
 from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import Pool
 from writegate.graph.demo import DemoRuntime, open_demo
@@ -354,3 +354,24 @@ def test_a_run_whose_claim_the_promotion_lost_is_told_to_retry_and_found_by_its_
     assert mine(reconciler(rt).drain(), proposal.request_key) == [("found", "succeeded")]
     assert faults.calls[("refund", proposal.request_key)] == 1
     assert refunded_minor(rt, order) == 19900
+
+
+def test_a_lookup_that_keeps_failing_has_the_check_made_again_then_a_person_asked(
+    rt: DemoRuntime, faults: FaultScript
+) -> None:
+    order = new_order(rt)
+    proposal = _propose(rt, order)
+    faults.add(f"lookup:{order}=unavailable*")
+    patient = Reconciler(
+        rt.service, PgBacklog(rt.pool), policy=ReconcilePolicy(max_checks=2), retry=SHORT
+    )
+
+    assert reconcile_after(rt.pool, patient, promote(rt.pool)) == []  # asked again later
+    assert patient.drain() == []  # not yet: the reconciler's backoff
+    with rt.pool.connection() as conn:  # as if the backoff had passed
+        conn.execute("UPDATE writegate.failover_checks SET lease_expires_at = now()")
+    assert mine(patient.drain(), proposal.request_key) == [("escalated", "escalated")]
+    (listed,) = escalations(rt.url, DEMO_TENANT)
+    assert listed["escalation"]["reason"] == "lookup_failed"
+    assert faults.calls[("lookup", proposal.request_key)] == 2
+    assert refunds_at_provider(rt, order) == 0
