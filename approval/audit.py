@@ -14,6 +14,9 @@ from writegate.approval.canonical import DIGEST_SCHEME, digest
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import AuditRecord, Execution, Identity, Proposal
 
+# Who the reconciler's rows name: its settlements, and its checks after a promotion.
+RECONCILER = "system:reconciler"
+
 
 def elapsed_ms(started: float) -> int:
     return int((time.perf_counter() - started) * 1000)
@@ -203,4 +206,28 @@ def reconcile_audit(execution: Execution, actor: str, detail: dict[str, Any]) ->
         request_key=execution.request_key,
         proposal_id=execution.proposal_id,
         executed_digest=execution.args_digest,
+    )
+
+
+def failover_audit(
+    tenant_id: str,
+    operation: str,
+    request_key: str,
+    proposal: Proposal | None,
+    detail: dict[str, Any],
+) -> AuditRecord:
+    """A reconciler's finding after a promotion that no execution row carries
+    (approval/failover.py): escalated, with why; `proposal` None if the ledger lost it."""
+    return AuditRecord(
+        tenant_id=tenant_id,
+        user_id=RECONCILER,
+        thread_id=proposal.thread_id if proposal else None,
+        tool_name=operation,
+        event="reconcile",
+        arguments=proposal.args if proposal else None,
+        arguments_hash=proposal.args_digest if proposal else None,
+        status="escalated",
+        result=detail,
+        request_key=request_key,
+        proposal_id=proposal.proposal_id if proposal else None,
     )

@@ -27,6 +27,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from writegate.approval import tracing
@@ -64,6 +65,7 @@ from writegate.approval.errors import (
     TokenReplaced,
     TokenUnknown,
     WritegateError,
+    database_unavailable,
     is_database_outage,
 )
 from writegate.approval.models import (
@@ -298,22 +300,11 @@ class Executor:
         # claimed with its lease already over, the reconciler looks its key up first.
         hand_over = spec.has_downstream and tx.failed_over_since(proposal.created_at)
         now = tx.now()
-        execution = Execution(
-            execution_id=new_id("exec"),
-            request_key=proposal.request_key,
-            token_hash=token.token_hash,
-            proposal_id=proposal.proposal_id,
-            tenant_id=proposal.tenant_id,
-            subject=proposal.subject,
-            operation=proposal.operation,
-            resource=proposal.resource,
-            args=proposal.args,
-            args_digest=proposal.args_digest,
-            digest_scheme=proposal.digest_scheme,
-            fingerprint=proposal.fingerprint,
+        execution = execution_of(
+            proposal,
+            token,
+            now,
             status=ExecutionStatus.RUNNING,
-            created_at=now,
-            updated_at=now,
             attempts=1,
             lease_owner=self.owner,
             lease_expires_at=now if hand_over else now + self.policy_for(spec).lease,
@@ -535,13 +526,17 @@ class Executor:
         started: float | None = None,
     ) -> Execution:
         """T2: record the outcome of our running execution; if we lost the lease, report
-        what is there. An attempt still running (`Overrun`) is held until it answers."""
+        what is there. An attempt still running (`Overrun`) is held until it answers.
+        Our claim gone altogether means a promotion lost its commit: the database we
+        claimed on is away for us, as in an outage; the retry's claim is looked up first
+        (a hand-over), so what the downstream did is found by its key."""
         with tracing.span("writegate.record"), self.store.transaction() as tx:
             done = self.record(
                 tx, identity, spec, execution, outcome, RUNNING, proposal=proposal, started=started
             )
             final = done or tx.get_execution(execution_id=execution.execution_id)
-        assert final is not None
+        if final is None:
+            raise database_unavailable()
         if done is not None and isinstance(outcome, Overrun):
             self.hold(identity, spec, done, outcome.attempt)
         return final
@@ -620,6 +615,28 @@ class Executor:
     ) -> None:
         with self.store.transaction() as tx:
             tx.insert_audit(execution_refusal_audit(identity, proposal_id, operation, exc, started))
+
+
+def execution_of(proposal: Proposal, token: Token, now: datetime, **state: Any) -> Execution:
+    """The execution a claim of `proposal` with `token` makes at `now`; `state`: its
+    status, attempts, lease, and for one recorded settled at once, its result."""
+    return Execution(
+        execution_id=new_id("exec"),
+        request_key=proposal.request_key,
+        token_hash=token.token_hash,
+        proposal_id=proposal.proposal_id,
+        tenant_id=proposal.tenant_id,
+        subject=proposal.subject,
+        operation=proposal.operation,
+        resource=proposal.resource,
+        args=proposal.args,
+        args_digest=proposal.args_digest,
+        digest_scheme=proposal.digest_scheme,
+        fingerprint=proposal.fingerprint,
+        created_at=now,
+        updated_at=now,
+        **state,
+    )
 
 
 def _handed_over(execution: Execution) -> bool:

@@ -17,7 +17,9 @@ never simply re-run: the reconciler claims it with a lease of its own and
   keeps keys (a "never seen" or a deduplication would then prove nothing), or the tool
   has no lookup and does not deduplicate (`no_lookup`): then it is never re-sent.
 
-Every transition, the claim included, writes an audit row with event `reconcile`.
+After a promotion of the database, each round first checks, once, what the commits the
+failover lost had done (approval/failover.py). Every transition, the claim included,
+writes an audit row with event `reconcile`.
 Storage is behind `BacklogStore` (PostgreSQL: `checkpoints/ops.py`, where several
 workers claim with `FOR UPDATE SKIP LOCKED`).
 """
@@ -31,17 +33,18 @@ from datetime import timedelta
 from typing import Any
 
 from writegate.approval import tracing
-from writegate.approval.audit import reconcile_audit
+from writegate.approval.audit import RECONCILER, reconcile_audit
 from writegate.approval.downstream import Attempt, Overrun
 from writegate.approval.errors import NotFound, WritegateError
 from writegate.approval.execution import Executor, RetryPolicy, default_owner, outcome_status
+from writegate.approval.failover import FailoverCheck
 from writegate.approval.models import AuditRecord, Execution, ExecutionStatus, Identity, Receipt
 from writegate.approval.outcomes import execution_outcome
 from writegate.approval.service import ApprovalService
 from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, acting_for
-from writegate.approval.store import BacklogItem, BacklogStore, LedgerStore
+from writegate.approval.store import BacklogItem, BacklogStore, FailoverStore, LedgerStore
 
-ACTOR = "system:reconciler"
+ACTOR = RECONCILER
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,10 @@ class ReconcilePolicy:
     # How long the downstream remembers idempotency keys: past it, "never seen" is
     # no proof of "never applied", so such an execution is escalated, not re-sent.
     key_retention: timedelta = timedelta(hours=24)
+    # After a promotion (approval/failover.py): how far before it the commits it lost may
+    # reach. Proposals still open then are looked up, and the downstream's listing of
+    # what it applied starts there; a wider window costs only a longer listing.
+    failover_lookback: timedelta = timedelta(minutes=10)
 
     def delay(self, checks: int) -> float:
         return float(min(self.backoff * 2 ** max(checks - 1, 0), self.max_backoff))
@@ -111,11 +118,6 @@ def receipt_for(
     )
 
 
-def agrees(found: DownstreamResult, execution: Execution) -> bool:
-    """The downstream's record is for our request: every argument it echoes matches."""
-    return all(found.result[k] == v for k, v in execution.args.items() if k in found.result)
-
-
 class Reconciler:
     def __init__(
         self,
@@ -137,9 +139,33 @@ class Reconciler:
         self.step_hook = step_hook or (lambda step: None)
         # Only executions of these tools are claimed: another application's stay its own.
         self.operations = tuple(service.tools.names())
+        self.failovers = self._failover_check(backlog.failovers)
+
+    def _failover_check(self, store: FailoverStore) -> FailoverCheck:
+        """The check after a promotion, for our tools that call a downstream. It starts
+        once a call sent before the promotion has had its deadline: the longest lease."""
+        specs = [self.service.spec_for(name) for name in self.operations]
+        called = [spec for spec in specs if spec.has_downstream]
+        leases = [self.executor.policy_for(spec).lease for spec in called]
+        return FailoverCheck(
+            self.service,
+            store,
+            owner=self.owner,
+            operations=[spec.name for spec in called],
+            settle=max(leases, default=timedelta(0)),
+            lease=self.policy.lease,
+            lookback=self.policy.failover_lookback,
+            max_checks=self.policy.max_checks,
+            delay=self.policy.delay,
+        )
 
     def run_once(self, limit: int = 20) -> list[Settled]:
-        """Claim one batch of due candidates and settle each; [] when none is due."""
+        """After a promotion not checked yet, its check first (approval/failover.py);
+        then claim one batch of due candidates and settle each; [] when none is due."""
+        found = [
+            Settled(o.execution_id, o.request_key, o.previous_status, o.status, o.action)
+            for o in self.failovers.run()
+        ]
         items = self.backlog.claim_due(
             self.owner,
             operations=self.operations,
@@ -147,7 +173,7 @@ class Reconciler:
             limit=limit,
             audit=self._claim_audit,
         )
-        return [self.reconcile(item) for item in items]
+        return found + [self.reconcile(item) for item in items]
 
     def left_to_others(self) -> dict[str, int]:
         """Due executions of tools this reconciler does not run, by tool: left alone."""
@@ -190,7 +216,7 @@ class Reconciler:
                 return self._defer(item, ExecutionStatus.UNKNOWN, code, "lookup_failed")
             self.step_hook("looked_up")
             if found is not None:
-                if not agrees(found, execution):
+                if not found.agrees_with(execution.args):
                     return self._escalate(
                         item, {"reason": "provider_mismatch", "provider_result": found.result}
                     )

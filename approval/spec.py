@@ -45,6 +45,10 @@ class DownstreamResult:
     provider_ref: str | None
     result: dict[str, Any] = field(default_factory=dict)
 
+    def agrees_with(self, args: dict[str, Any]) -> bool:
+        """The downstream's record is for this request: every argument it echoes matches."""
+        return all(self.result[k] == v for k, v in args.items() if k in self.result)
+
 
 class ToolSpec(Protocol):
     name: str
@@ -109,6 +113,9 @@ class ToolSpec(Protocol):
 #                                     own setting for the operation)
 #   has_lookup: bool                  False: `lookup_downstream` cannot answer, so an
 #                                     unknown outcome goes to a person, never re-sent
+#   has_applied_since: bool           True: `applied_downstream_since(since)` lists what
+#                                     the downstream applied since then, as
+#                                     {request_key: record} (approval/failover.py)
 #   dedupes_by_key: bool              True: the downstream drops a repeated request key,
 #                                     so a call that may have applied may be sent again
 #                                     (never while it may still be running)

@@ -312,3 +312,70 @@ class BacklogStore(Protocol):
     def escalate(
         self, tx: LedgerTx, execution_id: str, owner: str, reason: dict[str, Any]
     ) -> Execution | None: ...
+
+    @property
+    def failovers(self) -> FailoverStore:
+        """Where the promotions of this database are checked (approval/failover.py)."""
+        ...
+
+
+# -- after a promotion (approval/failover.py) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """Promotions of the database that some of a reconciler's tools have not been checked
+    for yet, claimed together under a lease (`FailoverStore.claim_check`)."""
+
+    checks: tuple[tuple[int, str], ...]  # (timeline, tool) pairs claimed
+    first_began: datetime  # when the first of those timelines began (the database clock)
+    last_began: datetime
+    attempt: int  # 1 for the first try at checking them
+
+    @property
+    def operations(self) -> tuple[str, ...]:
+        return tuple(sorted({operation for _, operation in self.checks}))
+
+    @property
+    def timeline(self) -> int:
+        return max(timeline for timeline, _ in self.checks)
+
+
+@dataclass(frozen=True)
+class FailoverEscalation:
+    """What a person must settle after a promotion that no execution row carries."""
+
+    request_key: str | None  # None: the check itself failed (a listing, past its retries)
+    operation: str
+    tenant_id: str | None
+    proposal_id: str | None  # None: the ledger lost the proposal whole
+    timeline_id: int
+    reason: dict[str, Any]
+
+
+class FailoverStore(Protocol):
+    def claim_check(
+        self, owner: str, *, operations: Sequence[str], settle_seconds: float, lease_seconds: float
+    ) -> Promotion | None:
+        """The promotions that began at least `settle_seconds` ago and are not checked
+        yet for some of `operations`, claimed for `lease_seconds`; None if there are none
+        (or this database never was promoted)."""
+        ...
+
+    def open_before(self, promotion: Promotion, since: datetime) -> list[Proposal]:
+        """Proposals of the promotion's tools that may have been confirmed and run in the
+        commits it lost: made before it, still open at `since`, with no execution here,
+        and still waiting (or expired, or decided again after it)."""
+        ...
+
+    def unknown_keys(self, keys: Sequence[str]) -> set[str]:
+        """Those of `keys` the ledger has no record of: no proposal, execution or tombstone."""
+        ...
+
+    def escalate(self, escalation: FailoverEscalation, audit: AuditRecord | None) -> bool:
+        """Record it with its audit row; False if it was recorded already."""
+        ...
+
+    def end_check(self, promotion: Promotion, owner: str, *, retry_seconds: float | None) -> None:
+        """Done (`retry_seconds` None), or to be made again after `retry_seconds`."""
+        ...

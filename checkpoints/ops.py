@@ -1,6 +1,7 @@
 """Operations on PostgreSQL: the reconcile backlog, tombstones, retention purge, statistics.
 
-`PgBacklog` implements `approval.store.BacklogStore`. The purge (which leaves a
+`PgBacklog` implements `approval.store.BacklogStore` (its checks after a promotion are
+`checkpoints/failover.py`'s). The purge (which leaves a
 tombstone for every request key it removes) runs in batches, each one transaction,
 and takes its rows with SKIP LOCKED so it never blocks (or is blocked by) live work.
 """
@@ -19,6 +20,7 @@ from writegate.approval.models import AuditRecord, Execution, ExecutionStatus
 from writegate.approval.retention import RetentionPolicy
 from writegate.approval.store import BacklogItem, LedgerTx
 from writegate.checkpoints import ledger_sql, ops_sql
+from writegate.checkpoints.failover import PgFailovers
 from writegate.checkpoints.ledger import PgLedgerTx
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
@@ -37,6 +39,7 @@ class PgBacklog:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
         self.sql = sql_for(ops_sql, pool.schema)
+        self.failovers = PgFailovers(pool)
 
     def claim_due(
         self,
@@ -187,7 +190,7 @@ def list_escalations(
             q.LIST_ESCALATIONS_SQL, {"tenant_id": tenant_id, "limit": limit}
         ).fetchall()
         for row in rows:
-            item = dict(row)
+            item = {"kind": "execution", **row}
             item["history"] = [
                 dict(h) for h in conn.execute(q.ESCALATION_HISTORY_SQL, (row["proposal_id"],))
             ]

@@ -9,7 +9,8 @@ knows the schema of writegate's own tables (`schema`), which every store on it u
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -21,6 +22,7 @@ from psycopg_pool.base import AttemptWithBackoff
 
 from writegate.checkpoints.database import CONNECT_TIMEOUT_S, DatabaseUnavailable, describe_database
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA, schema_name
+from writegate.checkpoints.outage import is_read_only
 from writegate.checkpoints.timelines import note_timeline
 
 OPEN_TIMEOUT_S = 10.0
@@ -67,8 +69,9 @@ class _AliveCheck:
 
 
 class Pool(ConnectionPool[Connection[DictRow]]):
-    """psycopg's pool, noting each connection's return in the caller's thread, and the
-    schema of writegate's tables on this database.
+    """psycopg's pool, noting each connection's return in the caller's thread, dropping
+    its connections to a node that became read-only, and the schema of writegate's
+    tables on this database.
 
     A `reset` hook could note the return too, but then psycopg_pool hands every return
     to a worker thread: a thread switch per checkout (over 1 ms of CPU per write,
@@ -85,6 +88,19 @@ class Pool(ConnectionPool[Connection[DictRow]]):
         self._returned = returned
         self.schema = schema_name(schema)
         super().__init__(*args, **kw)
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[Connection[DictRow]]:
+        with super().connection(timeout) as conn:
+            try:
+                yield conn
+            except psycopg.Error as exc:
+                if is_read_only(exc):
+                    # The node became a standby: this connection and its siblings on it
+                    # would refuse every write. Drained, the failing one is closed when it
+                    # comes back and new ones find the primary (target_session_attrs).
+                    self.drain()
+                raise
 
     def putconn(self, conn: Connection[DictRow]) -> None:
         self._returned(conn)  # a broken one is discarded below all the same

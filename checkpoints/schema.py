@@ -1,8 +1,9 @@
 """writegate's own tables: one append-only list of migrations, as LangGraph's savers keep.
 
 Everything here lives in writegate's schema (`checkpoints/namespace.py`): the ledger
-(proposals, tokens, executions, audit), the tombstones of purged operations, and the
-questions that reached a client. Nothing else: the demo domain's tables are the demo's
+(proposals, tokens, executions, audit), the tombstones of purged operations, the
+questions that reached a client, and the timelines the database has been on with the
+reconcilers' checks after each promotion. Nothing else: the demo domain's tables are the demo's
 (`tools/demo/schema.py`), the HTTP service's are the service's (`surfaces/store`), and
 LangGraph's checkpoint tables are `PostgresSaver.setup()`'s.
 
@@ -313,6 +314,36 @@ INSERT INTO writegate.timelines (timeline_id, began_at)
 SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer,
        '-infinity'
 WHERE NOT pg_is_in_recovery();
+""",
+    # 3. after a promotion (approval/failover.py): which promotions each tool's reconciler
+    # has checked for what the lost commits did, under a lease, and what it found that a
+    # person must settle and no execution row carries (an effect the downstream has under
+    # a key the ledger lost whole; a proposal that may have run and that nothing can look
+    # up; a listing that kept failing: request_key NULL).
+    """
+CREATE TABLE writegate.failover_checks (
+    timeline_id       integer NOT NULL,
+    operation         text NOT NULL,
+    attempts          integer NOT NULL DEFAULT 0,
+    lease_owner       text,
+    lease_expires_at  timestamptz,
+    checked_at        timestamptz,
+    PRIMARY KEY (timeline_id, operation)
+);
+CREATE TABLE writegate.failover_escalations (
+    escalation_id  bigserial PRIMARY KEY,
+    request_key    text UNIQUE,
+    operation      text NOT NULL,
+    tenant_id      text,
+    proposal_id    text,
+    timeline_id    integer NOT NULL,
+    reason         jsonb NOT NULL,
+    created_at     timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX failover_escalations_check_idx
+    ON writegate.failover_escalations (timeline_id, operation) WHERE request_key IS NULL;
+CREATE INDEX failover_escalations_tenant_idx
+    ON writegate.failover_escalations (tenant_id, created_at);
 """,
 ]
 

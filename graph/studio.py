@@ -73,6 +73,9 @@ class _SchemaOnlyProvider:
     def lookup(self, idempotency_key: str) -> dict[str, Any] | None:
         raise RuntimeError("schema-only provider: lookups go through the runtime's provider")
 
+    def applied_since(self, since: Any) -> dict[str, dict[str, Any]]:
+        raise RuntimeError("schema-only provider: listings go through the runtime's provider")
+
 
 def tool_specs() -> list[dict[str, Any]]:
     """The OpenAI tool specs; they do not depend on the provider or the database."""

@@ -27,6 +27,7 @@ from writegate.approval.service import ApprovalService
 from writegate.tools.kit_args import from_function, from_langchain
 from writegate.tools.kit_spec import (
     AmountOf,
+    AppliedSince,
     CallableTool,
     Clarify,
     Delivery,
@@ -153,6 +154,13 @@ class WriteToolOptions(TypedDict, total=False):
     """`lookup(args, request_key) -> dict | None`: did this key apply downstream? The
     result if so, None if never seen. Without it, an unknown outcome (a timeout, a lost
     answer) is escalated to a person and never sent again."""
+    applied_since: AppliedSince
+    """`applied_since(since) -> {request_key: record}`: what the downstream applied since
+    `since` (a datetime), each under the request key its call carried, with what the
+    downstream says about it (e.g. its reference and amount). Asked after a failover,
+    for keys applied shortly before the promotion: one the ledger has no record of (the
+    commits that held it were lost) is escalated to a person. Without it such an effect
+    is not found (docs/operations.md)."""
     dedupes_by_key: bool
     """True: the downstream drops a repeated request key (applies it once, answers the
     first result again). Only then is a call that may have applied (the client timed

@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -41,6 +41,8 @@ from writegate.tools.registry import StrictArgs, Tool
 Resource = Callable[[dict[str, Any]], str]
 Validator = Callable[..., "int | Checked"]  # (args, identity[, *, conn])
 Lookup = Callable[[dict[str, Any], str], "dict[str, Any] | None"]
+# What the downstream applied since a moment, by the request key each call carried.
+AppliedSince = Callable[[datetime], Mapping[str, dict[str, Any]]]
 # What one call puts at stake, for the policy's tiers: its amount as (minor units,
 # currency code), e.g. (123456, "EUR") for EUR 1,234.56; or how many things it changes.
 AmountOf = Callable[[dict[str, Any]], tuple[int, str]]
@@ -165,6 +167,7 @@ class Hooks:
     preview: Callable[..., ToolPreview] | None = None
     validate: Validator | None = None
     lookup: Lookup | None = None
+    applied_since: AppliedSince | None = None
     amount: AmountOf | None = None
     scope: ScopeOf | None = None
     clarify: Clarify | None = None
@@ -377,6 +380,19 @@ class CallableTool(Tool):
             raise self._unsupported("lookup")
         found = self.hooks.lookup(args, request_key)
         return None if found is None else _as_result(found)
+
+    @property
+    def has_applied_since(self) -> bool:
+        return self.hooks.applied_since is not None
+
+    def applied_downstream_since(self, since: datetime) -> dict[str, dict[str, Any]]:
+        if self.hooks.applied_since is None:
+            raise self._unsupported("listing of what the downstream applied")
+        listed = self.hooks.applied_since(since)
+        return {
+            str(key): _json_object(record, "applied_since", self.name)
+            for key, record in dict(listed).items()
+        }
 
     def on_downstream_success(
         self, ctx: ToolContext, args: dict[str, Any], request_key: str, result: DownstreamResult

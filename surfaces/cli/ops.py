@@ -92,7 +92,9 @@ def reconcile(
 
     def work() -> None:
         hook = kill_hook_from_env()  # fault testing only
-        worker = Reconciler(rt.service, PgBacklog(rt.pool), policy=policy, step_hook=hook)
+        worker = Reconciler(
+            rt.service, PgBacklog(rt.pool), policy=policy, retry=rt.executor.retry, step_hook=hook
+        )
         while True:
             try:
                 done = worker.drain(limit=batch)
@@ -152,21 +154,25 @@ def escalations(
     limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """List executions a person must decide: what was asked, by whom, what is known."""
+    """List what a person must decide: escalated executions (what was asked, by whom,
+    what is known), then what the checks after a failover found (`kind` failover)."""
+    from writegate.checkpoints.failover import list_failover_escalations
     from writegate.checkpoints.pool import open_pool
 
     pool = open_pool(database_url(), max_size=1)
     try:
         rows = list_escalations(pool, tenant_id=tenant, limit=limit)
+        after = list_failover_escalations(pool, tenant_id=tenant, limit=limit)
     finally:
         pool.close()
     if as_json:
-        _print_json(rows)
+        _print_json(rows + after)
         return
-    if not rows:
+    if not rows and not after:
         console.print("no escalations")
         return
     print_escalations(rows)
+    print_failover_escalations(after)
 
 
 def print_escalations(rows: list[dict[str, Any]]) -> None:
@@ -186,6 +192,23 @@ def print_escalations(rows: list[dict[str, Any]]) -> None:
             action = (h.get("result") or {}).get("action", "")
             line = f"    {h['created_at']}  {h['event']:9s} {h['status']:16s} {action}"
             console.print(inert(line))
+
+
+def print_failover_escalations(rows: list[dict[str, Any]]) -> None:
+    """Each failover escalation as a few lines; every stored value is shown inert."""
+    for row in rows:
+        why = row["escalation"]
+        head = f"after failover (timeline {row['timeline_id']})  {row['operation']}"
+        console.print(inert(head, style="bold") + inert(f"  {why.get('reason', '')}"))
+        where = f"tenant {row['tenant_id']}  proposal {row['proposal_id'] or '(lost)'}"
+        console.print(inert(f"  {where}  {row['proposal_status'] or ''}".rstrip()))
+        if row["request_key"]:
+            key = row["request_key"]
+            console.print(inert(f"  request key {key}  (send it to the provider's support)"))
+        if row["args"] is not None:
+            console.print(inert(f"  arguments {json.dumps(row['args'], ensure_ascii=False)}"))
+        console.print(inert(f"  why {json.dumps(why, ensure_ascii=False, default=str)}"))
+        console.print(inert(f"  found {row['created_at']}"))
 
 
 def stats(

@@ -38,8 +38,8 @@ class Figures:
     seen: Counter[str] = field(default_factory=Counter)  # every HTTP answer, by status/code
     model_saw: Counter[str] = field(default_factory=Counter)  # the refund's tool message
     problems: list[str] = field(default_factory=list)
-    # Lost commits that writegate does not find again yet (docs/operations.md): an
-    # operation sent again under its key without a lookup, or left only at the provider.
+    # Lost commits that writegate did not find again: an operation sent again under its
+    # key without a lookup, or left at the provider with neither a record nor a person.
     gaps: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -60,8 +60,10 @@ class Figures:
         return (
             f"failovers per point {dict(per)}; settled {c['settled']}, escalated "
             f"{c['escalated']}; operations with lost rows {c['lost_rows']}: found again "
-            f"{c['found_again']}, sent again under their key without a lookup {c['blind']}, "
-            f"not done (and told so) {c['not_done']}, left only at the provider {c['vanished']}; "
+            f"by their key {c['found_again']} ({c['found_by_check']} recorded by the check "
+            f"after the promotion), sent again under their key without a lookup "
+            f"{c['blind']}, not done (and told so) {c['not_done']}, lost whole and escalated "
+            f"{c['escalated_whole']} (of {c['vanished']} with no execution row); "
             f"wall time {self.seconds:.0f} s\n"
             f"  the person saw: {dict(sorted(self.seen.items()))}\n"
             f"  the model saw: {dict(sorted(self.model_saw.items()))}\n"

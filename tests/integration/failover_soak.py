@@ -33,7 +33,9 @@ At the end (processes still running, nothing restarted), every operation is chec
 against the provider's own table: exactly one effect for each one the person confirmed,
 a ledger entry that agrees (execution `succeeded` with the provider's reference, the
 refund row `succeeded`, the amount reserved on the order, an audit row of its
-execution), or an escalation with a reason. It prints:
+execution), or an escalation with a reason; under `--lost`, an effect whose rows were
+all lost must be escalated by the reconciler's check after the promotion (the
+provider's listing, approval/failover.py). It prints:
 
     operations N, failovers F, effects E, duplicates 0, lost 0, seed S
 """
@@ -100,7 +102,9 @@ SELECT o.order_id, o.refunded_minor,
        e.execution_id, e.request_key, e.status, e.provider_ref, e.escalation, e.proposal_id,
        r.status AS refund_status, r.provider_ref AS refund_ref,
        (SELECT count(*) FROM writegate.audit a
-        WHERE a.request_key = e.request_key AND a.status = 'succeeded') AS audit_rows
+        WHERE a.request_key = e.request_key AND a.status = 'succeeded') AS audit_rows,
+       (SELECT count(*) FROM writegate.audit a WHERE a.request_key = e.request_key
+        AND a.result->>'action' = 'found_after_failover') AS found_by_check
 FROM orders o
 LEFT JOIN writegate.executions e ON e.args->>'order_id' = o.order_id
 LEFT JOIN refunds r ON r.request_key = e.request_key
@@ -108,6 +112,16 @@ WHERE o.order_id = ANY(%s)"""
 PROVIDER_SQL = """
 SELECT order_id, idempotency_key, provider_ref, amount_minor FROM provider.refunds
 WHERE order_id = ANY(%s)"""
+# What the checks after each promotion left for a person, by request key.
+ESCALATED_KEYS_SQL = """
+SELECT request_key, reason FROM writegate.failover_escalations WHERE request_key IS NOT NULL"""
+# Promotions the reconciler has not checked yet for the refunds (approval/failover.py).
+UNCHECKED_SQL = """
+SELECT count(*) FROM writegate.timelines t
+WHERE t.began_at > '-infinity' AND NOT EXISTS (
+    SELECT 1 FROM writegate.failover_checks c
+    WHERE c.timeline_id = t.timeline_id AND c.operation = 'refund_order'
+      AND c.checked_at IS NOT NULL)"""
 ROWS_SQL = """
 SELECT p.proposal_id, p.status AS proposal, e.status AS execution
 FROM writegate.proposals p LEFT JOIN writegate.executions e ON e.proposal_id = p.proposal_id
@@ -139,6 +153,7 @@ class FailoverSoak:
         self.counted = threading.Event()
         self.counted.set()
         self.before: dict[str, tuple[str, str | None]] = {}
+        self.escalated: dict[str, dict[str, Any]] = {}  # after a promotion, by request key
         self.url = self.provider_db = self.provider_url = ""
 
     # -- setup ------------------------------------------------------------------------
@@ -455,7 +470,8 @@ class FailoverSoak:
         return str(wait_until(made, "the shop's order to be written"))
 
     def settle(self) -> None:
-        """Wait until nothing is running, unknown or retryable (the reconciler's work)."""
+        """Wait until nothing is running, unknown or retryable, and every promotion has
+        been checked for what its lost commits did (the reconciler's work)."""
 
         def settled() -> bool:
             self.alive()
@@ -464,14 +480,18 @@ class FailoverSoak:
                     "SELECT count(*) FROM writegate.executions "
                     "WHERE status IN ('running', 'unknown', 'failed_retryable')"
                 ).fetchone()
-            return row is not None and row[0] == 0
+                unchecked = conn.execute(UNCHECKED_SQL).fetchone()
+            return row is not None and unchecked is not None and row[0] == unchecked[0] == 0
 
-        wait_until(settled, "every execution settled", 120)
+        wait_until(settled, "every execution settled, every promotion checked", 120)
 
     def check(self) -> None:
         orders = [op.order for op in self.ops]
         with psycopg.connect(self.url, row_factory=dict_row) as conn:
             ledger = {r["order_id"]: r for r in conn.execute(LEDGER_SQL, (orders,)).fetchall()}
+            self.escalated = {
+                r["request_key"]: r["reason"] for r in conn.execute(ESCALATED_KEYS_SQL)
+            }
         with psycopg.connect(self.provider_db, row_factory=dict_row) as conn:
             effects: dict[str, list[dict[str, Any]]] = {}
             for r in conn.execute(PROVIDER_SQL, (orders,)).fetchall():
@@ -484,7 +504,9 @@ class FailoverSoak:
             check["effects"] += min(len(paid), 1)
             check["duplicates"] += max(len(paid) - 1, 0)
             problem = self._problem(op, row, paid)
-            if row.get("status") == "escalated":
+            if row.get("escalated_whole"):
+                check["escalated_whole"] += 1
+            if row.get("status") == "escalated" or row.get("escalated_whole"):
                 check["escalated"] += 1
             elif problem is None:
                 check["settled"] += 1
@@ -512,6 +534,7 @@ class FailoverSoak:
             )
         else:
             check["found_again"] += 1
+            check["found_by_check"] += min(int(row.get("found_by_check") or 0), 1)
 
     def _problem(self, op: Op, row: dict[str, Any], paid: list[dict[str, Any]]) -> str | None:
         """What is wrong with one confirmed operation, or None."""
@@ -525,6 +548,11 @@ class FailoverSoak:
         if paid and self.lost and not row.get("execution_id"):
             self.figures.check["vanished"] += 1
             row["vanished"] = True
+            if (self.escalated.get(paid[0]["idempotency_key"]) or {}).get("reason"):
+                # Found by the check after the promotion (the provider's listing, or the
+                # lookup of its waiting proposal), and a person has it, with why.
+                row["escalated_whole"] = True
+                return None
             if row.get("proposal_status"):  # its confirmation and claim were lost
                 return (f"the provider has {paid[0]['provider_ref']}; the ledger has the "
                         f"proposal {row['proposal_status']}, nothing more")  # fmt: skip

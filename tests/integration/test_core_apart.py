@@ -44,6 +44,8 @@ LEDGER_TABLES = {
     "tombstones",
     "presented",
     "timelines",
+    "failover_checks",
+    "failover_escalations",
     "migrations",
 }
 

@@ -3,6 +3,7 @@ downstream write's prepare / on_success / compensate around its call."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -199,3 +200,30 @@ def test_an_amount_names_the_field_of_its_currency() -> None:
         "label": "Amount",
         "money_of": "currency",
     }
+
+
+def test_applied_since_lists_the_downstreams_effects_by_request_key() -> None:
+    since = datetime(2026, 1, 1, tzinfo=UTC)
+    asked: list[datetime] = []
+
+    @write_tool(
+        side_effect="external",
+        applied_since=lambda at: asked.append(at) or {"pay_listed:t:k": {"ref": "p_1"}},
+    )
+    def pay_listed(account: str, *, request_key: str) -> dict[str, Any]:
+        """Pay."""
+        return {}
+
+    assert pay_listed.spec.has_applied_since and not pay.spec.has_applied_since
+    assert pay_listed.spec.applied_downstream_since(since) == {"pay_listed:t:k": {"ref": "p_1"}}
+    assert asked == [since]
+
+
+def test_applied_since_must_give_each_key_the_downstreams_record() -> None:
+    @write_tool(side_effect="external", applied_since=lambda at: {"k": "applied"})
+    def pay_bare(account: str, *, request_key: str) -> dict[str, Any]:
+        """Pay."""
+        return {}
+
+    with pytest.raises(TypeError, match="applied_since= must return a dict"):
+        pay_bare.spec.applied_downstream_since(datetime(2026, 1, 1, tzinfo=UTC))

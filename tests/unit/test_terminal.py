@@ -189,3 +189,16 @@ def test_operator_tables_and_listings_show_hostile_text_inert(
     }
     cli_ops.print_escalations([escalation])
     assert_inert(capsys.readouterr().out)
+    after_failover = {
+        "timeline_id": HOSTILE,
+        "operation": HOSTILE,
+        "tenant_id": HOSTILE,
+        "proposal_id": HOSTILE,
+        "proposal_status": HOSTILE,
+        "request_key": HOSTILE,
+        "args": {"reason": HOSTILE},
+        "escalation": {"reason": HOSTILE, "downstream": {"ref": HOSTILE}},
+        "created_at": HOSTILE,
+    }
+    cli_ops.print_failover_escalations([after_failover])
+    assert_inert(capsys.readouterr().out)

@@ -23,6 +23,9 @@ class NoProvider:
     def lookup(self, idempotency_key: str) -> dict[str, Any] | None:
         raise AssertionError("no provider call in unit tests")
 
+    def applied_since(self, since: Any) -> dict[str, dict[str, Any]]:
+        raise AssertionError("no provider call in unit tests")
+
 
 @pytest.fixture
 def registry() -> Registry:

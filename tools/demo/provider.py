@@ -15,6 +15,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Protocol
 
 import psycopg
@@ -37,6 +38,11 @@ SELECT idempotency_key, provider_ref, order_id, amount_minor, currency, request_
        created_at
 FROM provider.refunds WHERE idempotency_key = %s
 """
+SELECT_PROVIDER_REFUNDS_SINCE_SQL = """
+SELECT idempotency_key, provider_ref, order_id, amount_minor, currency, request_digest,
+       created_at
+FROM provider.refunds WHERE created_at >= %s ORDER BY created_at
+"""
 COUNT_PROVIDER_REFUNDS_SQL = """
 SELECT count(*) AS n FROM provider.refunds WHERE %s::text IS NULL OR order_id = %s
 """
@@ -53,6 +59,10 @@ class ProviderClient(Protocol):
 
     def lookup(self, idempotency_key: str) -> dict[str, Any] | None:
         """The result stored for `idempotency_key`, or None if the key was never applied."""
+        ...
+
+    def applied_since(self, since: datetime) -> dict[str, dict[str, Any]]:
+        """Every refund applied at or after `since`, by its idempotency key."""
         ...
 
 
@@ -164,6 +174,12 @@ class SimulatedProvider:
             cur = conn.cursor(row_factory=dict_row)
             row = cur.execute(SELECT_PROVIDER_REFUND_SQL, (idempotency_key,)).fetchone()
         return _result(row) if row is not None else None
+
+    def applied_since(self, since: datetime) -> dict[str, dict[str, Any]]:
+        with self._connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            rows = cur.execute(SELECT_PROVIDER_REFUNDS_SINCE_SQL, (since,)).fetchall()
+        return {row["idempotency_key"]: _result(row) for row in rows}
 
     def count_refunds(self, order_id: str | None = None) -> int:
         """How many refunds reached the provider, in all or for one order."""

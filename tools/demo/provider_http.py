@@ -6,6 +6,7 @@ dead process. The server is `SimulatedProvider` (its `provider.refunds` table) b
 
     POST /v1/refunds          Idempotency-Key header; {order_id, amount_minor, currency}
     GET  /v1/refunds/<key>    the stored refund, or 404 if the key was never applied
+    GET  /v1/refunds?since=T  every refund applied at or after T (ISO 8601), by key
     POST /_faults             {"rules": [...], "replace": true}: script faults (loopback)
     GET  /_calls              calls seen per key; GET /healthz
 
@@ -23,9 +24,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from psycopg_pool import ConnectionPool
 
@@ -85,6 +87,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"status": "ok"})
         elif path == "/_calls":
             self._send(200, self.server.faults.call_counts())
+        elif path == REFUNDS:
+            since = parse_qs(urlsplit(self.path).query).get("since", [""])[0]
+            try:
+                moment = datetime.fromisoformat(since)
+            except ValueError:
+                self._send(400, {"code": "validation_failed", "message": "since: ISO 8601"})
+                return
+            self._answer(lambda: {"refunds": self.server.provider.applied_since(moment)})
         elif path.startswith(REFUNDS + "/"):
             key = unquote(path[len(REFUNDS) + 1 :])
             self._answer(lambda: self.server.provider.lookup(key))
@@ -221,6 +231,14 @@ class HttpProvider:
         if status != 200:
             self._raise_for(status, body)
         return body
+
+    def applied_since(self, since: datetime) -> dict[str, dict[str, Any]]:
+        query = urlencode({"since": since.isoformat()})
+        status, body = self._call("GET", f"{REFUNDS}?{query}")
+        if status != 200:
+            self._raise_for(status, body)
+        refunds: dict[str, dict[str, Any]] = body.get("refunds") or {}
+        return refunds
 
     def set_faults(self, *rules: str, replace: bool = True) -> None:
         status, body = self._call("POST", "/_faults", {"rules": list(rules), "replace": replace})

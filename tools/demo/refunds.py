@@ -255,6 +255,7 @@ def refund_order_tool(provider: ProviderClient) -> GuardedTool:
         on_success=_succeeded,
         compensate=_release,
         lookup=lookup,
+        applied_since=lambda since: provider.applied_since(since),  # after a failover
         dedupes_by_key=True,  # the provider applies an idempotency key once
     )
     def refund_order(
