@@ -569,6 +569,14 @@ class Executor:
             lease = self.policy_for(spec).lease.total_seconds()
         elif new in RELEASED:
             lease = 0.0
+        # The audit row says what the change makes of the execution, and is written by
+        # the same statement, only if the change is made: one statement records it all.
+        recorded = replace(
+            execution,
+            status=new,
+            result=result if result is not None else execution.result,
+            error_code=error_code,
+        )
         done = tx.transition_execution(
             execution.execution_id,
             expected,
@@ -578,6 +586,7 @@ class Executor:
             provider_ref=provider_ref,
             result=result,
             error_code=error_code,
+            audit=execution_audit(identity, proposal, recorded, started or time.perf_counter()),
         )
         if done is None:
             return None
@@ -586,7 +595,6 @@ class Executor:
             spec.on_downstream_success(ctx, execution.args, execution.request_key, outcome)
         elif new is ExecutionStatus.FAILED_TERMINAL:
             spec.compensate(ctx, execution.args, execution.request_key)
-        tx.insert_audit(execution_audit(identity, proposal, done, started or time.perf_counter()))
         return done
 
     def hold(

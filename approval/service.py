@@ -164,7 +164,9 @@ class ApprovalService:
                     proposal = self._same_call(identity, found.same_call, tool_call_id, fingerprint)
                 else:
                     try:
-                        with self.store.transaction() as tx:
+                        # No transaction either: the tool's reads see what any
+                        # transaction of them would, and the one write is one statement.
+                        with self.store.statements() as tx:
                             proposal = self._propose_in(
                                 tx,
                                 identity,

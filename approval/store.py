@@ -167,10 +167,12 @@ class LedgerTx(LedgerReads, Protocol):
         error_code: str | None = None,
         count_attempt: bool = False,
         escalation: dict[str, Any] | None = None,
+        audit: AuditRecord | None = None,
     ) -> Execution | None:
         """One guarded change of an execution: None unless it is in `expected` (and,
         with `require_owner`, under that lease). `lease_seconds` sets the lease to end
-        that long from now (0 releases it); `escalation` says why a person must decide."""
+        that long from now (0 releases it); `escalation` says why a person must decide;
+        `audit` is written by the same statement, if and only if the change was made."""
         ...
 
     def look_up_call(
@@ -213,6 +215,12 @@ class LedgerStore(Protocol):
         """Reads only, outside any transaction: each statement on its own (at read
         committed a transaction that locks nothing would see no more), so a lookup
         costs no BEGIN and no COMMIT."""
+        ...
+
+    def statements(self) -> AbstractContextManager[LedgerTx]:
+        """Each statement commits on its own, as in `reading`: for work whose only
+        write is one statement (a new proposal with its audit row, `writegate.propose`),
+        which needs no transaction around it and so pays for no BEGIN and no COMMIT."""
         ...
 
     def look_up_call(

@@ -43,6 +43,7 @@ from writegate.checkpoints.timelines import began_at
 
 # SQLSTATE of a guard that failed inside one of the ledger's functions (schema.py).
 GUARD_SQLSTATE = "WG001"
+_PREFIXES = (ledger_sql.TOKEN_PREFIX, ledger_sql.EXECUTION_PREFIX)
 _JSON_FIELDS = ("args", "preview", "result", "arguments", "risk")
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
@@ -174,14 +175,11 @@ class PgLedgerTx:
         tx_now = row.pop("tx_now")
         if self._clock is None:
             self._now = tx_now  # the transaction's now(), brought along by the lock
-        rows = self._one(self.sql.LOCKED_ROWS_SQL, (proposal_id,))
-        assert rows is not None  # the proposal is there: this transaction holds its lock
-        return Locked(
-            _proposal(row),
-            token=_token(_unprefixed(rows, ledger_sql.TOKEN_PREFIX)),
-            execution=_execution(_unprefixed(rows, ledger_sql.EXECUTION_PREFIX)),
-            purged=rows["purged"],
-        )
+        token = _token(_unprefixed(row, ledger_sql.TOKEN_PREFIX))
+        execution = _execution(_unprefixed(row, ledger_sql.EXECUTION_PREFIX))
+        purged = row.pop("purged")
+        own = {k: v for k, v in row.items() if not k.startswith(_PREFIXES)}
+        return Locked(_proposal(own), token=token, execution=execution, purged=purged)
 
     def insert_proposal(self, proposal: Proposal, audit: AuditRecord) -> bool:
         row = self._one(self.sql.PROPOSE_SQL, (_row_json(proposal), _row_json(audit)))
@@ -332,6 +330,7 @@ class PgLedgerTx:
         error_code: str | None = None,
         count_attempt: bool = False,
         escalation: dict[str, Any] | None = None,
+        audit: AuditRecord | None = None,
     ) -> Execution | None:
         # Without a clock read yet, the statement uses the transaction's own now().
         now = self._peek_now()
@@ -350,6 +349,7 @@ class PgLedgerTx:
                 "error_code": error_code,
                 "attempt": 1 if count_attempt else 0,
                 "escalation": Jsonb(escalation) if escalation is not None else None,
+                "audit": Jsonb([_row_json(audit).obj]) if audit is not None else None,
             },
         )
         if row is not None and now is None and self._clock is None:
@@ -388,10 +388,12 @@ class PgLedgerStore:
             yield PgLedgerTx(conn, self.sql, self.clock)
 
     @contextmanager
-    def reading(self) -> Iterator[PgLedgerTx]:
-        # No transaction: each read runs on its own on the autocommit connection.
+    def statements(self) -> Iterator[PgLedgerTx]:
+        # No transaction: each statement runs on its own on the autocommit connection.
         with outage_mapped(), self.pool.connection() as conn:
             yield PgLedgerTx(conn, self.sql, self.clock)
+
+    reading = statements
 
     def look_up_call(
         self,

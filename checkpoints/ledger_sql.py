@@ -33,11 +33,10 @@ SELECT_CALL_PROPOSAL_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
 WHERE thread_id = %s AND message_id = %s AND tool_call_id = %s"""
 
-# The proposal, locked, with the transaction's clock beside it: now() is the start of
-# the transaction whichever statement reads it, so the lock brings it along.
-LOCK_PROPOSAL_SQL = f"""
-SELECT now() AS tx_now, {PROPOSAL_COLUMNS} FROM writegate.proposals WHERE proposal_id = %s
-FOR UPDATE"""
+# The proposal, locked, and what is read under its lock (writegate.lock_proposal), with
+# the transaction's clock beside it: now() is the start of the transaction whichever
+# statement reads it, so the lock brings it along.
+LOCK_PROPOSAL_SQL = "SELECT now() AS tx_now, l.* FROM writegate.lock_proposal(%s) AS l"
 
 TRANSITION_PROPOSAL_SQL = """
 UPDATE writegate.proposals
@@ -114,23 +113,9 @@ ON CONFLICT (request_key) DO NOTHING
 RETURNING execution_id"""
 
 SELECT_EXECUTION_SQL = f"SELECT {EXECUTION_COLUMNS} FROM writegate.executions WHERE "
-# Read right after the proposal's lock, in the same transaction: the statement's snapshot
-# is taken once the lock is held, so it sees what the lock's last holder committed.
+# The columns of the token and of the execution read under a proposal's lock come
+# prefixed (the view writegate.locked), apart from the proposal's.
 TOKEN_PREFIX, EXECUTION_PREFIX = "t_", "x_"
-
-
-def _prefixed(columns: str, prefix: str, table: str) -> str:
-    return ", ".join(f"{table}.{c.strip()} AS {prefix}{c.strip()}" for c in columns.split(","))
-
-
-LOCKED_ROWS_SQL = f"""
-SELECT {_prefixed(TOKEN_COLUMNS, TOKEN_PREFIX, "t")},
-    {_prefixed(EXECUTION_COLUMNS, EXECUTION_PREFIX, "e")},
-    EXISTS (SELECT 1 FROM writegate.tombstones s WHERE s.request_key = p.request_key) AS purged
-FROM writegate.proposals p
-LEFT JOIN writegate.tokens t ON t.proposal_id = p.proposal_id
-LEFT JOIN writegate.executions e ON e.request_key = p.request_key
-WHERE p.proposal_id = %s"""
 
 # propose's one read before it writes: the call's own proposal if it has one (a re-run);
 # else the thread's open proposal for the same request and the request's open
@@ -161,8 +146,15 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) AS e ON c.same_call IS NOT TRUE"""
 
-# `now` may be null: the transaction's own now(), which RETURNING then reports.
+AUDIT_COLUMNS = """tenant_id, user_id, thread_id, tool_name, event, arguments, arguments_hash,
+    result, status, error_code, duration_ms, request_key, proposal_id, approver,
+    requested_digest, approved_digest, executed_digest"""
+
+# `now` may be null: the transaction's own now(), which RETURNING then reports. The
+# audit rows (`audit`, a JSON list, or null for none) are written by the same statement
+# only if the guard held: a recorded outcome is one statement with its audit row.
 TRANSITION_EXECUTION_SQL = f"""
+WITH done AS (
 UPDATE writegate.executions
 SET status = %(new)s,
     updated_at = COALESCE(%(now)s::timestamptz, now()),
@@ -180,11 +172,15 @@ SET status = %(new)s,
                         THEN COALESCE(%(now)s::timestamptz, now()) ELSE completed_at END
 WHERE execution_id = %(execution_id)s AND status = ANY(%(expected)s)
   AND (%(require_owner)s::text IS NULL OR lease_owner = %(require_owner)s)
-RETURNING {EXECUTION_COLUMNS}"""
-
-AUDIT_COLUMNS = """tenant_id, user_id, thread_id, tool_name, event, arguments, arguments_hash,
-    result, status, error_code, duration_ms, request_key, proposal_id, approver,
-    requested_digest, approved_digest, executed_digest"""
+RETURNING {EXECUTION_COLUMNS}
+), audited AS (
+INSERT INTO writegate.audit ({AUDIT_COLUMNS})
+SELECT {AUDIT_COLUMNS}
+FROM jsonb_populate_recordset(NULL::writegate.audit, %(audit)s::jsonb) WITH ORDINALITY
+WHERE EXISTS (SELECT 1 FROM done)
+ORDER BY ordinality
+)
+SELECT * FROM done"""
 
 SELECT_AUDIT_SQL = f"""
 SELECT audit_id, created_at, {AUDIT_COLUMNS} FROM writegate.audit

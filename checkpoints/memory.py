@@ -280,6 +280,7 @@ class MemoryLedgerTx:
         error_code: str | None = None,
         count_attempt: bool = False,
         escalation: dict[str, Any] | None = None,
+        audit: AuditRecord | None = None,
     ) -> Execution | None:
         e = self.s.executions.get(execution_id)
         if e is None or e.status not in expected:
@@ -306,6 +307,8 @@ class MemoryLedgerTx:
         self.s.executions[execution_id] = updated
         if escalation is not None:
             self.s.escalations[execution_id] = escalation
+        if audit is not None:
+            self.s.audit.append(audit)
         return updated
 
     def look_up_call(
@@ -365,9 +368,11 @@ class MemoryLedgerStore:
                 raise
 
     @contextmanager
-    def reading(self) -> Iterator[MemoryLedgerTx]:
-        with self._lock:  # nothing is written, so nothing to restore
+    def statements(self) -> Iterator[MemoryLedgerTx]:
+        with self._lock:  # each write stands on its own: nothing to restore
             yield MemoryLedgerTx(self.state, self.clock, self.conn)
+
+    reading = statements
 
     def look_up_call(
         self,

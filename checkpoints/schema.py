@@ -345,6 +345,52 @@ CREATE UNIQUE INDEX failover_escalations_check_idx
 CREATE INDEX failover_escalations_tenant_idx
     ON writegate.failover_escalations (tenant_id, created_at);
 """,
+    # 4. a proposal locked for a decision or an execution, with what is read under its
+    # lock (its token, the execution of its request key, whether that key was purged),
+    # in one statement: the function takes the lock, then reads in a snapshot of its
+    # own, so it sees what the lock's last holder committed. A later migration that
+    # adds a column the ledger reads under the lock replaces the view and the function.
+    """
+CREATE VIEW writegate.locked AS
+SELECT
+    p.proposal_id, p.thread_id, p.tool_call_id, p.subject, p.tenant_id, p.operation,
+    p.resource, p.args, p.args_digest, p.fingerprint, p.state_version, p.preview,
+    p.policy_version, p.request_key, p.status, p.superseded_by, p.decided_by,
+    p.decided_at, p.created_at, p.expires_at, p.tier, p.risk, p.second_approver,
+    p.second_approved_at, p.revoked_by, p.revoked_at, p.digest_scheme, p.message_id,
+    p.decision_reason,
+    t.token_hash AS t_token_hash, t.proposal_id AS t_proposal_id, t.subject AS t_subject,
+    t.tenant_id AS t_tenant_id, t.audience AS t_audience, t.operation AS t_operation,
+    t.resource AS t_resource, t.args_digest AS t_args_digest,
+    t.policy_version AS t_policy_version, t.request_key AS t_request_key,
+    t.issued_at AS t_issued_at, t.expires_at AS t_expires_at, t.status AS t_status,
+    t.execution_id AS t_execution_id, t.tier AS t_tier,
+    t.digest_scheme AS t_digest_scheme,
+    e.execution_id AS x_execution_id, e.request_key AS x_request_key,
+    e.token_hash AS x_token_hash, e.proposal_id AS x_proposal_id,
+    e.tenant_id AS x_tenant_id, e.subject AS x_subject, e.operation AS x_operation,
+    e.resource AS x_resource, e.args AS x_args, e.args_digest AS x_args_digest,
+    e.fingerprint AS x_fingerprint, e.status AS x_status, e.attempts AS x_attempts,
+    e.lease_owner AS x_lease_owner, e.lease_expires_at AS x_lease_expires_at,
+    e.provider_ref AS x_provider_ref, e.result AS x_result, e.error_code AS x_error_code,
+    e.created_at AS x_created_at, e.updated_at AS x_updated_at,
+    e.completed_at AS x_completed_at, e.digest_scheme AS x_digest_scheme,
+    EXISTS (SELECT 1 FROM writegate.tombstones s WHERE s.request_key = p.request_key)
+        AS purged
+FROM writegate.proposals p
+LEFT JOIN writegate.tokens t ON t.proposal_id = p.proposal_id
+LEFT JOIN writegate.executions e ON e.request_key = p.request_key;
+
+CREATE FUNCTION writegate.lock_proposal(proposal_id text) RETURNS SETOF writegate.locked
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM writegate.proposals p WHERE p.proposal_id = lock_proposal.proposal_id
+    FOR UPDATE;
+    RETURN QUERY SELECT * FROM writegate.locked l
+    WHERE l.proposal_id = lock_proposal.proposal_id;
+END
+$$;
+""",
 ]
 
 # A database set up before the schema (its ledger in `public`, version 12 or later of

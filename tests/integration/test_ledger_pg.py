@@ -407,9 +407,9 @@ class _FirstLookupMisses(PgLedgerStore):
 
 
 def test_a_twin_that_inserted_first_is_the_answer_and_nothing_else_is_written(rt):
-    """The proposal's insert goes out unanswered with the audit row and the COMMIT; when
-    a twin took the call meanwhile, that transaction writes nothing (no second audit
-    row, the connection back idle) and propose answers the twin's proposal."""
+    """The proposal and its audit row are one statement; when a twin took the call
+    meanwhile, it writes nothing (no second audit row, the connection back idle) and
+    propose answers the twin's proposal."""
     first = propose_refund(rt, new_order(rt), amount=600, thread="th_twin")
     late = ApprovalService(_FirstLookupMisses(rt.pool), rt.registry, rt.service.policy)
     again = late.propose(

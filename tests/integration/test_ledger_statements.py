@@ -5,6 +5,8 @@ confirm's claim writes each row once."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
@@ -24,7 +26,7 @@ from writegate.approval.models import (
     ProposalStatus,
     Receipt,
 )
-from writegate.approval.store import Claim
+from writegate.approval.store import Claim, Locked
 from writegate.graph.demo import DemoRuntime, open_demo
 
 
@@ -127,6 +129,73 @@ def test_a_lookup_reads_outside_any_transaction(rt: DemoRuntime) -> None:
         found = reads.get_proposal(proposal.proposal_id)
         assert found == proposal
         assert reads.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+WAITING_ON_A_LOCK_SQL = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'"""
+
+
+def wait_until_one_waits_on_a_lock(rt: DemoRuntime, deadline_s: float = 10.0) -> None:
+    end = time.monotonic() + deadline_s
+    while scalar(rt, WAITING_ON_A_LOCK_SQL) != 1:
+        assert time.monotonic() < end, "no session came to wait on the proposal's lock"
+
+
+def test_a_lock_reads_what_the_locks_last_holder_committed(rt: DemoRuntime) -> None:
+    """`lock_proposal` is one statement that waits for the lock, then reads the token
+    and the execution: it sees the token the previous holder wrote and committed while
+    it waited, not the snapshot of the moment it asked."""
+    proposal = propose_refund(rt, new_order(rt), thread="statements-lock")
+    seen: list[Locked] = []
+    with rt.store.transaction() as holder:
+        assert holder.lock_proposal(proposal.proposal_id).token is None
+        holder.insert_token(rt.service.new_token(holder, proposal, "wgt_while_waiting"))
+
+        def second() -> None:
+            with rt.store.transaction() as tx:
+                seen.append(tx.lock_proposal(proposal.proposal_id))
+
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        wait_until_one_waits_on_a_lock(rt)
+    waiter.join(timeout=10)
+    assert len(seen) == 1 and seen[0].proposal == proposal
+    assert seen[0].token is not None and seen[0].token.proposal_id == proposal.proposal_id
+    assert seen[0].execution is None and not seen[0].purged
+
+
+def test_an_outcome_is_audited_by_its_own_statement_only_if_its_guard_held(
+    rt: DemoRuntime,
+) -> None:
+    """The transition of an execution carries its audit row: written with the change,
+    and not at all when the guard (status, lease owner) no longer held."""
+    proposal = propose_refund(rt, new_order(rt), thread="statements-record")
+    receipt = rt.executor.confirm(
+        ALICE, Confirm(action="confirm", proposal_id=proposal.proposal_id), "refund_order"
+    )
+    assert isinstance(receipt, Receipt) and receipt.status == "succeeded"
+    written = audit_count(rt, proposal.thread_id)
+    with rt.store.transaction() as tx:
+        execution = tx.get_execution(proposal_id=proposal.proposal_id)
+        assert execution is not None
+        lost = tx.transition_execution(  # it succeeded: no longer running
+            execution.execution_id,
+            (ExecutionStatus.RUNNING,),
+            ExecutionStatus.UNKNOWN,
+            audit=audit(proposal.thread_id),
+        )
+        assert lost is None
+    assert audit_count(rt, proposal.thread_id) == written
+    with rt.store.transaction() as tx:
+        won = tx.transition_execution(
+            execution.execution_id,
+            (ExecutionStatus.SUCCEEDED,),
+            ExecutionStatus.SUCCEEDED,
+            audit=audit(proposal.thread_id),
+        )
+        assert won is not None and won.status is ExecutionStatus.SUCCEEDED
+    assert audit_count(rt, proposal.thread_id) == written + 1
 
 
 COUNT_WRITES_SQL = """

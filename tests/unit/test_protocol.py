@@ -288,16 +288,16 @@ def test_an_escalated_or_retryable_write_cannot_be_proposed_again(world):
 
 
 class _LookupMisses(MemoryLedgerStore):
-    """A store whose read before the transaction saw no proposal for the call: a twin
-    inserted one between that read and the transaction. Once a transaction has failed,
-    the next read sees what is there."""
+    """A store whose read before the insert saw no proposal for the call: a twin
+    inserted one between that read and the insert. Once an insert has failed, the next
+    read sees what is there."""
 
     failed = False
 
     @contextmanager
-    def transaction(self):  # type: ignore[no-untyped-def]
+    def statements(self):  # type: ignore[no-untyped-def]
         try:
-            with super().transaction() as tx:
+            with super().statements() as tx:
                 yield tx
         except errors.InvalidTransition:
             self.failed = True
