@@ -319,6 +319,8 @@ class Executor:
             request_key=proposal.request_key,
         )
         audit = [] if confirmed is None else [confirmed]
+        if confirmed is not None:  # decided by this very call: its rows name the person
+            proposal = replace(proposal, decided_by=identity.user_id, decided_at=now)
         if not spec.has_downstream:  # a write that commits with the ledger: done now
             execution = replace(
                 execution, status=ExecutionStatus.SUCCEEDED, result=local, completed_at=now

@@ -67,7 +67,9 @@ def test_a_threads_rows_are_typed_in_order_with_equal_digests(wg: Writegate) -> 
     )
     assert execute.proposal_id == question.value["proposal_id"]
     assert execute.request_key is not None and execute.request_key.startswith("pay:")
-    assert rows[2].approver == "user_lib" and execute.result is not None
+    # The decision's row and the execution's both name who confirmed it.
+    assert rows[2].approver == "user_lib" and execute.approver == "user_lib"
+    assert execute.result is not None
     assert isinstance(execute.created_at, datetime) and execute.created_at.tzinfo is not None
     assert [r.audit_id for r in rows] == sorted(r.audit_id for r in rows)
     with pytest.raises(dataclasses.FrozenInstanceError):
