@@ -111,6 +111,7 @@ class _Via:
     decision: Confirm | None = None
     secret: str | None = None
     proposal_id: str | None = None
+    replayed: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,11 +153,20 @@ class Executor:
         self.sleep = sleep
 
     def confirm(
-        self, identity: Identity, decision: Confirm, operation: str | None = None
+        self,
+        identity: Identity,
+        decision: Confirm,
+        operation: str | None = None,
+        *,
+        replayed: Callable[[], bool] | None = None,
     ) -> Receipt | AwaitingSecond:
         """A person's confirm, taken by server-side code (the graph's write node), and
-        the execution it allows, in one chain: no token ever leaves the server."""
-        return self._run(identity, _Via(operation, decision=decision))
+        the execution it allows, in one chain: no token ever leaves the server.
+
+        `replayed`, asked only if the confirm is refused: True when this answer was
+        given and refused before (a re-run node replays its earlier answers), so its
+        refusal, audited then, is not audited again."""
+        return self._run(identity, _Via(operation, decision=decision, replayed=replayed))
 
     def execute(
         self,
@@ -185,7 +195,8 @@ class Executor:
                 with self.store.transaction() as tx:
                     claimed = self._claim(tx, identity, via, started)
             except WritegateError as exc:
-                if not is_database_outage(exc):  # its audit row could not be written either
+                # An outage's audit row could not be written either; a replay's was written.
+                if not is_database_outage(exc) and not (via.replayed and via.replayed()):
                     self._audit_refusal(identity, pid, via.operation, exc, started)
                 raise
             if isinstance(claimed, _Answer):

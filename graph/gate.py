@@ -16,6 +16,7 @@ question nobody has seen.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any, TypedDict
 
@@ -153,7 +154,10 @@ class ToolCallGate:
                     arg_schema=self.rt.registry.get(proposal.operation).json_schema,
                 )
                 if isinstance(decision, Confirm):
-                    confirmed = self._confirm(call, identity, decision)
+                    # Asked again after this answer: it was refused then, and audited.
+                    (thread, ns, at, pid) = question
+                    again = partial(self.rt.presented.was_presented, thread, ns, at + 1, pid)
+                    confirmed = self._confirm(call, identity, decision, again)
                     if not isinstance(confirmed, Proposal):
                         return confirmed
                     proposal, error = confirmed, None  # awaiting its second approver
@@ -173,7 +177,11 @@ class ToolCallGate:
             proposal, error = outcome, None  # an edit: a new proposal, a fresh preview
 
     def _confirm(
-        self, call: dict[str, Any], identity: Identity, decision: Confirm
+        self,
+        call: dict[str, Any],
+        identity: Identity,
+        decision: Confirm,
+        replayed: Callable[[], bool],
     ) -> dict[str, Any] | Proposal:
         """Decide and execute in one chain (approval/execution.py): the call's message,
         or the proposal now awaiting its second approver (the same question, one step
@@ -183,7 +191,7 @@ class ToolCallGate:
         committed, or its answer was lost: a second confirm finds out which), raises, and
         the same question stands."""
         try:
-            done = self.rt.executor.confirm(identity, decision, call["name"])
+            done = self.rt.executor.confirm(identity, decision, call["name"], replayed=replayed)
         except WritegateError as exc:
             if is_database_outage(exc) or exc.code in _ASK_AGAIN:
                 raise

@@ -234,7 +234,7 @@ def _crash_after_the_decision(rt: Runtime, patch: pytest.MonkeyPatch, where: str
     """
     if where == "two_steps":
 
-        def decide_then_crash(identity: Any, decision: Any, operation: Any = None) -> Any:
+        def decide_then_crash(identity: Any, decision: Any, operation: Any = None, **_: Any) -> Any:
             rt.service.decide(identity, decision)
             raise SimulatedCrash
 

@@ -103,6 +103,9 @@ def test_a_declared_amount_is_retyped_as_the_preview_shows_it(wg: Writegate) -> 
         assert refunds(ref) == 0
     done = answer(graph, config, question, "¥600.00")
     assert last_tool(done)["status"] == "succeeded" and refunds(ref) == 1
+    # Each wrong answer is audited once, though every resume replays the earlier ones.
+    rows = wg.audit(TENANT, proposal_id=question.value["proposal_id"])
+    assert [r.error_code for r in rows if r.status != "succeeded"].count("retype_mismatch") == 3
 
 
 def test_a_declared_scope_is_retyped_as_its_count(wg: Writegate) -> None:
