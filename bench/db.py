@@ -35,10 +35,13 @@ _XACT_COMMIT_SQL = "SELECT xact_commit FROM pg_stat_database WHERE datname = %s"
 _CLEAR_SNAPSHOT_SQL = "SELECT pg_stat_clear_snapshot()"
 _USER_TABLES_SQL = """
 SELECT schemaname, relname FROM pg_stat_user_tables ORDER BY schemaname, relname"""
+# Named as TABLE_GROUPS names them: schema-qualified, but for the public schema's.
 _RELATION_SIZE_SQL = """
-SELECT c.relname AS name, pg_total_relation_size(c.oid) AS bytes
+SELECT CASE WHEN n.nspname = 'public' THEN c.relname
+            ELSE n.nspname || '.' || c.relname END AS name,
+       pg_total_relation_size(c.oid) AS bytes
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind = 'r' AND n.nspname IN ('public', 'provider')"""
+WHERE c.relkind = 'r' AND n.nspname IN ('public', 'provider', 'writegate')"""
 # Fresh orders: one per operation, so no refund ever runs out of balance.
 INSERT_ORDERS_SQL = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor, shipping_address)
@@ -56,7 +59,7 @@ TABLE_GROUPS = {
     "audit": ("writegate.audit",),
     "checkpoints": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
     "domain": ("orders", "refunds", "tickets"),
-    "provider": ("refunds@provider",),
+    "provider": ("provider.refunds",),
 }
 
 
@@ -178,14 +181,8 @@ class Orders:
 def table_sizes(conn: Connection[Any]) -> dict[str, int]:
     """Bytes on disk per table group (heap, indexes, TOAST, free-space and visibility maps)."""
     cur = conn.cursor(row_factory=dict_row)
-    by_table: dict[str, int] = {}
-    for row in cur.execute(_RELATION_SIZE_SQL).fetchall():
-        by_table[row["name"]] = by_table.get(row["name"], 0) + int(row["bytes"])
-    # provider.refunds and public.refunds share a name; split them by schema.
-    provider = cur.execute("SELECT pg_total_relation_size('provider.refunds') AS b").fetchone()
-    provider_bytes = int(provider["b"]) if provider else 0
-    by_table["refunds"] = by_table.get("refunds", 0) - provider_bytes
-    by_table["refunds@provider"] = provider_bytes
+    rows = cur.execute(_RELATION_SIZE_SQL).fetchall()
+    by_table = {row["name"]: int(row["bytes"]) for row in rows}
     return {
         group: sum(by_table.get(t, 0) for t in tables) for group, tables in TABLE_GROUPS.items()
     }

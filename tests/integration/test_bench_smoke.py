@@ -80,6 +80,10 @@ def test_quick_bench_writes_every_figure_and_drops_its_databases(
     assert set(results["counts"]["paths"]) == {"ledger", "ledger_token", "writegate", "baseline"}
     assert len(results["compare"]["samples_ms"]["writegate"]) == results["options"]["ops"]
     assert len(results["storm"]["executions_per_round"]) == results["options"]["storm_rounds"]
+    # Every write keeps ledger and audit rows, wherever writegate's schema puts them.
+    stored = results["storage"]["per_operation"]["bytes_per_operation"]
+    assert stored["writegate"]["ledger"] + stored["writegate"]["audit"] > 0
+    assert stored["baseline"]["ledger"] + stored["baseline"]["audit"] == 0
     if http_storm.available():
         for path in HTTP_STORM_FIGURES:
             assert figure(results, path) is not None, path
