@@ -1,7 +1,7 @@
 """The HTTP service's and the MCP server's own tables and what reads and writes them:
 API keys, thread ownership, click records, thread locks, stream events. Their migration
-list is their own (`surfaces/store/schema.py`); the ledger's lists are the core's
-(`checkpoints/views.py`)."""
+list is their own (`surfaces/store/schema.py`); the ledger's tables are the core's
+(`checkpoints/schema.py`), read here only through `checkpoints/views.py`."""
 
 from __future__ import annotations
 
