@@ -30,6 +30,8 @@ from psycopg.rows import DictRow
 # First match wins; the group is the table family a statement touches (a ledger table
 # may name a checkpoint: writegate.presented's checkpoint_ns).
 _GROUPS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # once per new connection: the timeline it is on (checkpoints/timelines.py)
+    ("timeline", re.compile(r"\bwritegate\.timelines\b", re.I)),
     ("ledger", re.compile(r"\bwritegate\.|^\s*select now\(\) as now\s*$", re.I)),
     ("checkpointer", re.compile(r"\bcheckpoint", re.I)),
     ("provider", re.compile(r"\bprovider\.", re.I)),
@@ -37,11 +39,11 @@ _GROUPS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 # A write anywhere in the statement: data-modifying CTEs (`WITH written AS (INSERT ...)`)
 # write as a plain INSERT does.
-# So does a call of one of the ledger's write functions (checkpoints/schema.py).
+# So does a call of one of the ledger's functions that write or lock (checkpoints/schema.py).
 _WRITES = re.compile(
     r"^\s*(insert|update|delete|merge)\b|\b(insert\s+into|delete\s+from|merge\s+into)\b"
     r"|\bupdate\s+[\w.]+\s+set\b|\bfor (no key )?update\b"
-    r"|\bwritegate\.(propose|claim|write_audit)\(",
+    r"|\bwritegate\.(propose|claim|write_audit|lock_proposal)\(",
     re.I,
 )
 # A transaction that relaxes its own commit (`SET LOCAL synchronous_commit TO off`, or
@@ -92,7 +94,7 @@ class Tally:
         disk, `read` for none."""
         found = set(groups)
         main = next(
-            (g for g in ("ledger", "checkpointer", "provider", "domain") if g in found),
+            (g for g in ("ledger", "checkpointer", "provider", "domain", "timeline") if g in found),
             "pool_check" if found == {"pool_check"} else "other",
         )
         with self._lock:

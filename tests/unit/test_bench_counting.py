@@ -4,8 +4,9 @@ writes, and whether its commit waits for the disk (bench/counting.py)."""
 from __future__ import annotations
 
 from writegate.bench.counting import Tally, classify
-from writegate.checkpoints.ledger_sql import CLAIM_SQL, PROPOSE_SQL
+from writegate.checkpoints.ledger_sql import CLAIM_SQL, LOCK_PROPOSAL_SQL, PROPOSE_SQL
 from writegate.checkpoints.presented import INSERT_PRESENTED_SQL
+from writegate.checkpoints.timelines import NOTE_TIMELINE_SQL
 
 
 def test_a_data_modifying_cte_is_a_write_and_a_ledger_table_is_the_ledgers() -> None:
@@ -17,6 +18,9 @@ def test_a_data_modifying_cte_is_a_write_and_a_ledger_table_is_the_ledgers() -> 
         False,
     )
     assert classify("SELECT * FROM writegate.proposals FOR UPDATE")[:2] == ("ledger", True)
+    assert classify(LOCK_PROPOSAL_SQL)[:2] == ("ledger", True)  # its lock is taken inside
+    # A new connection's note of its timeline is the connection's cost, not a write's.
+    assert classify(NOTE_TIMELINE_SQL)[:2] == ("timeline", True)
     assert classify("INSERT INTO checkpoints (thread_id) VALUES (%s)")[:2] == (
         "checkpointer",
         True,
