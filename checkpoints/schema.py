@@ -350,6 +350,8 @@ CREATE INDEX failover_escalations_tenant_idx
     # in one statement: the function takes the lock, then reads in a snapshot of its
     # own, so it sees what the lock's last holder committed. A later migration that
     # adds a column the ledger reads under the lock replaces the view and the function.
+    # And the audit writer in PL/pgSQL, which keeps its statement's plan for the
+    # session: a LANGUAGE sql function is planned again at every call.
     """
 CREATE VIEW writegate.locked AS
 SELECT
@@ -388,6 +390,20 @@ BEGIN
     FOR UPDATE;
     RETURN QUERY SELECT * FROM writegate.locked l
     WHERE l.proposal_id = lock_proposal.proposal_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION writegate.write_audit(records jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO writegate.audit (tenant_id, user_id, thread_id, tool_name, event, arguments,
+        arguments_hash, result, status, error_code, duration_ms, request_key, proposal_id,
+        approver, requested_digest, approved_digest, executed_digest)
+    SELECT a.tenant_id, a.user_id, a.thread_id, a.tool_name, a.event, a.arguments,
+        a.arguments_hash, a.result, a.status, a.error_code, a.duration_ms, a.request_key,
+        a.proposal_id, a.approver, a.requested_digest, a.approved_digest, a.executed_digest
+    FROM jsonb_populate_recordset(NULL::writegate.audit, records) WITH ORDINALITY AS a
+    ORDER BY ordinality;
 END
 $$;
 """,
