@@ -155,40 +155,29 @@ class ApprovalService:
                 check_input(raw_args)  # before anything is stored or even parsed
                 args = spec.normalize(raw_args)
                 fingerprint = request_fingerprint(identity.tenant_id, tool_name, args)
-                # One statement, without a transaction around it: a re-run (every resume
-                # re-runs the gate) finds its proposal; a new call, what it must check.
-                found = self.store.look_up_call(
-                    identity.tenant_id, thread_id, tool_call_id, fingerprint, message_id=message_id
-                )
-                if found.same_call is not None:
-                    proposal = self._same_call(identity, found.same_call, tool_call_id, fingerprint)
-                else:
+                # No transaction: a re-run (every resume re-runs the gate) finds its
+                # proposal in one statement; a new call's tool reads see what they would
+                # in a transaction at read committed, and its one write is one statement.
+                call = (identity.tenant_id, thread_id, tool_call_id, fingerprint)
+                with self.store.statements() as tx:
+                    found = tx.look_up_call(*call, message_id=message_id)
                     try:
-                        # No transaction either: the tool's reads see what any
-                        # transaction of them would, and the one write is one statement.
-                        with self.store.statements() as tx:
-                            proposal = self._propose_in(
-                                tx,
-                                identity,
-                                spec,
-                                thread_id,
-                                tool_call_id,
-                                args,
-                                fingerprint,
-                                found,
-                                started,
-                                message_id=message_id,
-                            )
-                    except InvalidTransition:
-                        # A concurrent twin of this node inserted the call's proposal
-                        # first: this transaction wrote nothing; the twin's is the answer.
-                        twin = self.store.look_up_call(
-                            identity.tenant_id,
+                        proposal = self._propose_in(
+                            tx,
+                            identity,
+                            spec,
                             thread_id,
                             tool_call_id,
+                            args,
                             fingerprint,
+                            found,
+                            started,
                             message_id=message_id,
-                        ).same_call
+                        )
+                    except InvalidTransition:
+                        # A concurrent twin of this node inserted the call's proposal
+                        # first: nothing was written; the twin's is the answer.
+                        twin = tx.look_up_call(*call, message_id=message_id).same_call
                         if twin is None:
                             raise  # not a twin: the failure as it was
                         proposal = self._same_call(identity, twin, tool_call_id, fingerprint)
@@ -239,9 +228,9 @@ class ApprovalService:
         *,
         message_id: str = "",
     ) -> Proposal:
-        """A new proposal for the call, after `found`, the call's lookup. Should a
-        concurrent twin insert one meanwhile, the insert fails this transaction
-        (`InvalidTransition`); nothing of it is written."""
+        """The call's proposal, after `found`, its lookup: the one found, or a new one.
+        Should a concurrent twin insert one meanwhile, the insert writes nothing and
+        raises `InvalidTransition`."""
         if found.same_call is not None:
             return self._same_call(identity, found.same_call, tool_call_id, fingerprint)
         running, open_one = found.running, found.open_one

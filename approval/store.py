@@ -184,7 +184,9 @@ class LedgerTx(LedgerReads, Protocol):
         *,
         message_id: str = "",
     ) -> CallLookup:
-        """`LedgerStore.look_up_call` inside this transaction (an edit's new proposal)."""
+        """The call's proposal (the call `tool_call_id` of the model message
+        `message_id` in the thread), or what a new proposal for it must check first,
+        in one statement."""
         ...
 
     # audit
@@ -221,21 +223,6 @@ class LedgerStore(Protocol):
         """Each statement commits on its own, as in `reading`: for work whose only
         write is one statement (a new proposal with its audit row, `writegate.propose`),
         which needs no transaction around it and so pays for no BEGIN and no COMMIT."""
-        ...
-
-    def look_up_call(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        tool_call_id: str,
-        fingerprint: str,
-        *,
-        message_id: str = "",
-    ) -> CallLookup:
-        """The call's proposal (the call `tool_call_id` of the model message `message_id`
-        in the thread), or what a new proposal for it must check first; read on
-        its own (one statement, no transaction: none of it is locked, so a transaction
-        at read committed would see no more)."""
         ...
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]: ...

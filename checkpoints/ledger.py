@@ -111,6 +111,11 @@ def _unprefixed(row: DictRow, prefix: str) -> dict[str, Any]:
     return {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix)}
 
 
+def _own(row: DictRow) -> dict[str, Any]:
+    """The proposal's columns of a row that also carries others' under their prefixes."""
+    return {k: v for k, v in row.items() if not k.startswith(_PREFIXES)}
+
+
 class PgLedgerTx:
     """One ledger transaction on one connection (or, for `LedgerStore.reading`, reads
     on an autocommit connection, each statement on its own)."""
@@ -178,8 +183,7 @@ class PgLedgerTx:
         token = _token(_unprefixed(row, ledger_sql.TOKEN_PREFIX))
         execution = _execution(_unprefixed(row, ledger_sql.EXECUTION_PREFIX))
         purged = row.pop("purged")
-        own = {k: v for k, v in row.items() if not k.startswith(_PREFIXES)}
-        return Locked(_proposal(own), token=token, execution=execution, purged=purged)
+        return Locked(_proposal(_own(row)), token=token, execution=execution, purged=purged)
 
     def insert_proposal(self, proposal: Proposal, audit: AuditRecord) -> bool:
         row = self._one(self.sql.PROPOSE_SQL, (_row_json(proposal), _row_json(audit)))
@@ -210,7 +214,7 @@ class PgLedgerTx:
             self._now = now  # the transaction's now(), brought along
         running = _execution(_unprefixed(row, ledger_sql.EXECUTION_PREFIX))
         same_call = row.pop("same_call")
-        proposal = _proposal({k: v for k, v in row.items() if not k.startswith("x_")})
+        proposal = _proposal(_own(row))
         if same_call:
             return CallLookup(proposal, now=now)
         return CallLookup(None, running=running, open_one=proposal, now=now)
@@ -394,20 +398,6 @@ class PgLedgerStore:
             yield PgLedgerTx(conn, self.sql, self.clock)
 
     reading = statements
-
-    def look_up_call(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        tool_call_id: str,
-        fingerprint: str,
-        *,
-        message_id: str = "",
-    ) -> CallLookup:
-        with self.reading() as reads:
-            return reads.look_up_call(
-                tenant_id, thread_id, tool_call_id, fingerprint, message_id=message_id
-            )
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         params = {

@@ -374,20 +374,6 @@ class MemoryLedgerStore:
 
     reading = statements
 
-    def look_up_call(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        tool_call_id: str,
-        fingerprint: str,
-        *,
-        message_id: str = "",
-    ) -> CallLookup:
-        with self.reading() as reads:
-            return reads.look_up_call(
-                tenant_id, thread_id, tool_call_id, fingerprint, message_id=message_id
-            )
-
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         for record in list(self.state.audit):
             row = asdict(record)

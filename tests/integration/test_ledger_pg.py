@@ -6,6 +6,7 @@ import secrets
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +30,7 @@ from writegate.approval.execution import Executor
 from writegate.approval.models import Identity, Receipt
 from writegate.approval.service import ApprovalService, Policy
 from writegate.approval.store import CallLookup
-from writegate.checkpoints.ledger import PgLedgerStore
+from writegate.checkpoints.ledger import PgLedgerStore, PgLedgerTx
 from writegate.graph.demo import open_demo
 from writegate.graph.runtime import Runtime
 
@@ -395,15 +396,19 @@ def test_propose_answers_exactly_the_proposal_it_stored(rt):
 
 class _FirstLookupMisses(PgLedgerStore):
     """A store whose first lookup saw no proposal for the call: a twin inserted it between
-    that read and the transaction."""
+    that read and the insert."""
 
-    missed = False
+    @contextmanager
+    def statements(self) -> Iterator[PgLedgerTx]:
+        with super().statements() as tx:
+            reads = tx.look_up_call
 
-    def look_up_call(self, *args: Any, **where: Any) -> CallLookup:
-        if self.missed:
-            return super().look_up_call(*args, **where)
-        self.missed = True
-        return CallLookup(None)
+            def first_misses(*args: Any, **where: Any) -> CallLookup:
+                tx.look_up_call = reads  # type: ignore[method-assign]
+                return CallLookup(None)
+
+            tx.look_up_call = first_misses  # type: ignore[method-assign]
+            yield tx
 
 
 def test_a_twin_that_inserted_first_is_the_answer_and_nothing_else_is_written(rt):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
 
 import psycopg
 import pytest
@@ -18,11 +17,10 @@ from tests.integration.ledger_helpers import ALICE, new_order, propose_refund
 from writegate.approval.audit import call_audit
 from writegate.approval.decisions import Confirm
 from writegate.approval.errors import InvalidTransition, RecordExpired
+from writegate.approval.execution import execution_of
 from writegate.approval.models import (
     AuditRecord,
-    Execution,
     ExecutionStatus,
-    Proposal,
     ProposalStatus,
     Receipt,
 )
@@ -81,31 +79,12 @@ def test_a_guard_that_fails_raises_from_the_call_that_made_it_and_nothing_commit
                 decided_by=None,
                 token=token,
                 issue=True,
-                execution=running(proposal, token.token_hash, tx.now()),
+                execution=execution_of(proposal, token, tx.now(), status=ExecutionStatus.RUNNING),
                 audit=(),
             )
         )
     assert audit_count(rt, proposal.thread_id) == written
     assert status_of(rt, proposal.proposal_id) == ProposalStatus.AWAITING.value
-
-
-def running(proposal: Proposal, token_hash: str, now: datetime) -> Execution:
-    return Execution(
-        execution_id="exec_guard",
-        request_key=proposal.request_key,
-        token_hash=token_hash,
-        proposal_id=proposal.proposal_id,
-        tenant_id=proposal.tenant_id,
-        subject=proposal.subject,
-        operation=proposal.operation,
-        resource=proposal.resource,
-        args=proposal.args,
-        args_digest=proposal.args_digest,
-        fingerprint=proposal.fingerprint,
-        status=ExecutionStatus.RUNNING,
-        created_at=now,
-        updated_at=now,
-    )
 
 
 def test_a_tools_code_given_the_connection_runs_inside_the_transaction(

@@ -288,26 +288,20 @@ def test_an_escalated_or_retryable_write_cannot_be_proposed_again(world):
 
 
 class _LookupMisses(MemoryLedgerStore):
-    """A store whose read before the insert saw no proposal for the call: a twin
-    inserted one between that read and the insert. Once an insert has failed, the next
-    read sees what is there."""
-
-    failed = False
+    """A store whose first read of a call saw no proposal for it: a twin inserted one
+    between that read and the insert. The next read sees what is there."""
 
     @contextmanager
     def statements(self):  # type: ignore[no-untyped-def]
-        try:
-            with super().statements() as tx:
-                yield tx
-        except errors.InvalidTransition:
-            self.failed = True
-            raise
+        with super().statements() as tx:
+            reads = tx.look_up_call
 
-    def look_up_call(self, tenant_id, thread_id, tool_call_id, fingerprint, **where):  # type: ignore[no-untyped-def]
-        if not self.failed:
-            return CallLookup(None)
-        self.failed = False
-        return super().look_up_call(tenant_id, thread_id, tool_call_id, fingerprint, **where)
+            def first_misses(*args, **where):  # type: ignore[no-untyped-def]
+                tx.look_up_call = reads  # type: ignore[method-assign]
+                return CallLookup(None)
+
+            tx.look_up_call = first_misses  # type: ignore[method-assign]
+            yield tx
 
 
 def test_a_twin_inserted_after_the_lookup_by_another_user_is_not_handed_over():
