@@ -87,11 +87,6 @@ UPDATE writegate.tokens SET token_hash = %(new_hash)s, expires_at = %(expires_at
 WHERE proposal_id = %(proposal_id)s AND status = 'issued'
 RETURNING token_hash"""
 
-CONSUME_TOKEN_SQL = """
-UPDATE writegate.tokens SET status = 'consumed', consumed_at = %s, execution_id = %s
-WHERE token_hash = %s AND status = 'issued'
-RETURNING token_hash"""
-
 REVOKE_TOKEN_SQL = """
 UPDATE writegate.tokens SET status = 'revoked'
 WHERE proposal_id = %s AND status = 'issued'
@@ -101,16 +96,6 @@ EXECUTION_COLUMNS = """execution_id, request_key, token_hash, proposal_id, tenan
     operation, resource, args, args_digest, fingerprint, status, attempts, lease_owner,
     lease_expires_at, provider_ref, result, error_code, created_at, updated_at,
     completed_at, digest_scheme"""
-
-INSERT_EXECUTION_SQL = f"""
-INSERT INTO writegate.executions ({EXECUTION_COLUMNS})
-VALUES (%(execution_id)s, %(request_key)s, %(token_hash)s, %(proposal_id)s, %(tenant_id)s,
-    %(subject)s, %(operation)s, %(resource)s, %(args)s, %(args_digest)s, %(fingerprint)s,
-    %(status)s, %(attempts)s, %(lease_owner)s, %(lease_expires_at)s, %(provider_ref)s,
-    %(result)s, %(error_code)s, %(created_at)s, %(updated_at)s, %(completed_at)s,
-    %(digest_scheme)s)
-ON CONFLICT (request_key) DO NOTHING
-RETURNING execution_id"""
 
 SELECT_EXECUTION_SQL = f"SELECT {EXECUTION_COLUMNS} FROM writegate.executions WHERE "
 # The columns of the token and of the execution read under a proposal's lock come
