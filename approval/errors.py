@@ -10,6 +10,11 @@ from __future__ import annotations
 import uuid
 from typing import Any, ClassVar
 
+from writegate.approval.inert import inert_text
+
+# Details a person reads as text (a person's reason): made inert like the message.
+_SHOWN_DETAILS = ("person_said",)
+
 
 class WritegateError(RuntimeError):
     """Every refusal writegate makes. Its message is written for the person and the model
@@ -21,7 +26,12 @@ class WritegateError(RuntimeError):
     default_message: ClassVar[str] = "the request could not be completed"
 
     def __init__(self, message: str | None = None, **details: Any) -> None:
-        self.message = message or self.default_message
+        # Messages may quote the application's data or a person's words: made inert
+        # here, once, so every way in (and a server printing str(exc)) shows them inert.
+        self.message = inert_text(message or self.default_message)
+        for key in _SHOWN_DETAILS:
+            if isinstance(details.get(key), str):
+                details[key] = inert_text(details[key])
         self.details = details
         super().__init__(self.message)
 

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from writegate.approval.canonical import DIGEST_SCHEME
+from writegate.approval.inert import inert_preview, inert_text
 
 
 class SideEffect(StrEnum):
@@ -88,16 +89,18 @@ class Preview:
     external: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "title": self.title,
-            "operation": self.operation,
-            "target": self.target,
-            "fields": self.fields,
-            "impact": self.impact,
-            "side_effect": self.side_effect.value,
-            "irreversible": self.irreversible,
-            "external": self.external,
-        }
+        return inert_preview(
+            {
+                "title": self.title,
+                "operation": self.operation,
+                "target": self.target,
+                "fields": self.fields,
+                "impact": self.impact,
+                "side_effect": self.side_effect.value,
+                "irreversible": self.irreversible,
+                "external": self.external,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,13 @@ class Proposal:
     # message (the MCP server).
     message_id: str = ""
     decision_reason: str | None = None  # the person's own words when they declined
+
+    def __post_init__(self) -> None:
+        # What every way in shows of a proposal, inert whether it was made now or read
+        # back (a preview stored by an earlier release was stored as it came).
+        object.__setattr__(self, "preview", inert_preview(self.preview))
+        if self.decision_reason is not None:
+            object.__setattr__(self, "decision_reason", inert_text(self.decision_reason))
 
 
 @dataclass(frozen=True)

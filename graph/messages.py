@@ -17,6 +17,7 @@ from langchain_core.messages import ToolMessage
 from writegate.approval.canonical import to_rfc3339
 from writegate.approval.contract import ApprovalRequest, ErrorBody, PreviewView
 from writegate.approval.errors import UNSETTLED_CODES, WritegateError
+from writegate.approval.inert import inert_json
 from writegate.approval.models import Proposal, Receipt
 
 INTERRUPT_KIND: Literal["writegate.approval"] = "writegate.approval"
@@ -35,7 +36,9 @@ _ADVICE = {
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """JSON for the model and for any client that prints it: the values exactly, with
+    the characters a terminal would obey escaped (`inert_json`)."""
+    return inert_json(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
 
 
 # A confirmed write that is not over yet (a 503, a 429, a timeout, unknown): `retryable`

@@ -5,7 +5,8 @@ OSC, a carriage return or backspaces that redraw the line) or rich markup (`[/x]
 `[bold]`). Either could make the screen show something other than what executes, or
 crash the renderer. So every such value is shown through `inert` (a `Text`, never
 parsed as markup) or `markup_safe` (for an f-string that itself holds markup), both
-of which first pass it through `clean`.
+of which first pass it through `clean`: the rule every way in shares, from
+`approval/inert.py`.
 """
 
 from __future__ import annotations
@@ -16,20 +17,17 @@ from typing import Any
 from rich.markup import escape
 from rich.text import Text
 
-# C0 and C1 control characters, DEL, and the bidirectional controls that can reorder
-# what is displayed; tab and newline are handled apart (they become a space).
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from writegate.approval.inert import inert_text
+
 _LINE_BREAKS = re.compile("[\t\n]")
-_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def clean(value: Any) -> str:
-    """One line of printable text: control characters dropped, tab and newline made a
-    space (a field can never start a line of its own), lone surrogates replaced."""
+    """One line of printable text: tab and newline made a space (a field can never
+    start a line of its own), every other control character shown as its escape, as
+    writegate shows it on every way in (`approval/inert.py`)."""
     text = value if isinstance(value, str) else str(value)
-    text = _INVISIBLE.sub("", text)
-    text = _LINE_BREAKS.sub(" ", text)
-    return _SURROGATES.sub("\ufffd", text)
+    return inert_text(_LINE_BREAKS.sub(" ", text))
 
 
 def inert(value: Any, style: str = "") -> Text:

@@ -29,6 +29,7 @@ import mcp_types as types
 from writegate.approval.canonical import to_rfc3339
 from writegate.approval.decisions import Cancel, Confirm, Decline
 from writegate.approval.errors import InvalidDecision
+from writegate.approval.inert import inert_text
 from writegate.approval.models import Identity, Proposal
 
 INPUT_KEY = "writegate_confirm"
@@ -76,11 +77,12 @@ def confirm_message(proposal: Proposal) -> str:
 
 
 def confirm_lines(proposal: Proposal) -> list[str]:
-    """The preview a person confirms, line by line (a terminal cleans each one)."""
+    """The preview a person confirms, line by line. The proposal's preview is inert
+    already (`approval/inert.py`), and so is each line's every other part."""
     preview = proposal.preview
     lines = [
         f"Please confirm: {preview.get('title', proposal.operation)}",
-        f"Target: {preview.get('target', proposal.resource)}",
+        f"Target: {preview.get('target', inert_text(proposal.resource))}",
         *(f"  {f['name']}: {f['display']}" for f in preview.get("fields", [])),
         f"Impact: {preview.get('impact', '')}",
     ]

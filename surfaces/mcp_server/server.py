@@ -33,7 +33,7 @@ from writegate.approval.errors import ValidationFailed, WritegateError
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.service import new_id
 from writegate.approval.spec import ToolSpec
-from writegate.graph.messages import error_content
+from writegate.graph.messages import dumps, error_content
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.mcp_server.calls import Calls
 from writegate.surfaces.mcp_server.confirm import (
@@ -71,7 +71,7 @@ def _version() -> str:
 
 def _tool_result(body: dict[str, Any], *, error: bool = False) -> types.CallToolResult:
     plain = json.loads(json.dumps(body, ensure_ascii=False, default=str))
-    text = json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+    text = dumps(plain)  # a client may print it: escapes shown, not obeyed
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         structured_content=plain,
