@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fakes.memory_ledger import MemoryLedgerStore
 from tests.unit.fake_tool import AddTool, Counters, Tools
 from tests.unit.test_canonical import _nested, scalars
 from writegate.approval.canonical import (
@@ -29,7 +30,6 @@ from writegate.approval.decisions import Confirm
 from writegate.approval.execution import Executor
 from writegate.approval.models import Identity
 from writegate.approval.service import ApprovalService, Confirmation, Policy
-from writegate.checkpoints.memory import MemoryLedgerStore
 
 VECTORS = json.loads(
     (Path(__file__).parents[1] / "vectors" / "args_digest.json").read_text(encoding="utf-8")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.fakes.memory_ledger import MemoryLedgerStore
 from tests.unit.fake_tool import AddTool, Counters, Tools
 from writegate.approval import errors
 from writegate.approval.decisions import Cancel, Confirm, Decline, Edit, parse_decision
@@ -14,7 +15,6 @@ from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.models import ExecutionStatus, Identity, ProposalStatus
 from writegate.approval.service import ApprovalService, Confirmation, Ended, Policy
 from writegate.approval.store import CallLookup
-from writegate.checkpoints.memory import MemoryLedgerStore
 
 ALICE = Identity("alice", "t1")
 T0 = datetime(2026, 9, 1, 6, 20, tzinfo=UTC)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.memory_ledger import MemoryLedgerStore
 from tests.unit.fake_tool import AddTool, Counters, Tools
 from writegate.approval import errors
 from writegate.approval.decisions import Confirm
@@ -24,7 +25,6 @@ from writegate.approval.models import ExecutionStatus, Identity
 from writegate.approval.retention import RetentionPolicy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.approval.spec import DownstreamResult
-from writegate.checkpoints.memory import MemoryLedgerStore
 from writegate.tools.demo.faults import FaultScript, parse_rule
 
 ALICE = Identity("alice", "t1")

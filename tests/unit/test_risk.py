@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.memory_ledger import MemoryLedgerStore
 from tests.unit.fake_tool import AddTool, Counters, Tools
 from writegate.approval import errors
 from writegate.approval.decisions import Confirm, parse_decision
@@ -22,7 +23,6 @@ from writegate.approval.policy import (
 )
 from writegate.approval.risk import assess, check_retyped, requires_fresh_confirmation
 from writegate.approval.service import ApprovalService, Confirmation
-from writegate.checkpoints.memory import MemoryLedgerStore
 from writegate.tools.demo.policy import DEMO_POLICY_FILE, demo_policy
 
 T0 = datetime(2026, 9, 1, 6, 20, tzinfo=UTC)
