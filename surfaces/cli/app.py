@@ -12,6 +12,8 @@ on top.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from importlib.metadata import version
+from typing import Annotated
 
 import psycopg
 import typer
@@ -48,9 +50,30 @@ def build_app(extra: Iterable[Register] = ()) -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
     )
+    app.callback()(_version_option)
     for register in (*COMMAND_MODULES, *extra):
         register(app)
     return app
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        print(f"writegate {version('writegate')}")  # the installed distribution's
+        raise typer.Exit()
+
+
+def _version_option(
+    show: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print writegate's version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Safe write tools for LLM agents: propose, preview, confirm, execute at most once."""
 
 
 def run(app: typer.Typer) -> None:
