@@ -25,6 +25,7 @@ from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
 from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threads
 from writegate.surfaces.cli.common import err_console
+from writegate.surfaces.cli.extras import MissingExtra
 from writegate.surfaces.cli.terminal import markup_safe
 
 Register = Callable[[typer.Typer], None]
@@ -81,7 +82,7 @@ def run(app: typer.Typer) -> None:
     configure_from_env()  # tracing, only if OTEL_TRACES_EXPORTER asks for it
     try:
         app()
-    except (DatabaseUnavailable, MigrationError, PolicyError, WritegateError) as exc:
+    except (DatabaseUnavailable, MigrationError, MissingExtra, PolicyError, WritegateError) as exc:
         # escaped: a policy error names tables such as [points], which are not markup
         err_console.print(f"[red]error:[/red] {markup_safe(exc)}", soft_wrap=True)
         raise SystemExit(2) from exc

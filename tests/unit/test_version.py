@@ -33,5 +33,9 @@ def test_writegate_version_prints_the_name_and_the_version() -> None:
 
 def test_the_changelog_has_a_section_for_this_version() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text()
-    assert re.search(rf"^## \[[^\]]+\] - {re.escape(writegate.__version__)}$|"
-                     rf"^## \[{re.escape(writegate.__version__)}\]", changelog, re.M)
+    assert re.search(
+        rf"^## \[[^\]]+\] - {re.escape(writegate.__version__)}$|"
+        rf"^## \[{re.escape(writegate.__version__)}\]",
+        changelog,
+        re.M,
+    )
