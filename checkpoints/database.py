@@ -228,13 +228,20 @@ def check_database(url: str, *, create: bool = False, notify: Notify | None = No
         return
     if not create and not exists:
         raise DatabaseUnavailable(
-            f"database {dbname!r} does not exist on {describe_database(admin)}: create it "
+            f"database {dbname!r} does not exist on {_server(url)}: create it "
             f"with `writegate db setup` (as a role that may create databases) or "
             f"`createdb {dbname}`, or set DATABASE_URL to one that exists"
         )
     raise DatabaseUnavailable(
         f"Cannot connect to {describe_database(url)} ({failure}). Check DATABASE_URL."
     )
+
+
+def _server(url: str) -> str:
+    """``user@host:port`` of ``url``'s server, for a message about a database on it."""
+    params = conninfo_to_dict(url)
+    user = f"{params['user']}@" if params.get("user") else ""
+    return f"{user}{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
 
 
 def _database_exists(admin_url: str, name: str) -> bool:
