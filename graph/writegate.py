@@ -35,6 +35,7 @@ from writegate.approval.reconcile import Reconciler
 from writegate.approval.service import Policy
 from writegate.approval.spec import ToolSpec
 from writegate.approval.views import AuditRow, ProposalView, audit_filters
+from writegate.checkpoints.database import check_database, resolve_database_url
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.ops import PgBacklog
 from writegate.graph.build import build_graph
@@ -83,7 +84,8 @@ class Writegate:
         **options: Any,
     ) -> Writegate:
         """Open `database_url` (None: `DATABASE_URL`, a local server, or the embedded
-        default) for `tools`: writegate's own tables are set up there, in the schema
+        default) for `tools`; a database named there that does not exist is refused
+        (`DatabaseUnavailable`), never created. Writegate's own tables are set up, in the schema
         `schema` and nowhere else, with LangGraph's checkpoint tables. `retry`: the
         deadline and retries of every write tool that sets none of its own
         (`write_tool(retry=...)`). `options` go to `Runtime.open`, among them
@@ -91,8 +93,10 @@ class Writegate:
         Server's authenticated user."""
         given = list(tools)
         registry = Registry(spec_of(tool) for tool in given)
+        url = database_url or resolve_database_url()
+        check_database(url)  # a database named but missing is refused, never created
         runtime = Runtime.open(
-            database_url, tools=registry, policy=policy, schema=schema, retry=retry, **options
+            url, tools=registry, policy=policy, schema=schema, retry=retry, **options
         )
         identify = partial(identity_of, fields=runtime.server_user)
         for tool in given:

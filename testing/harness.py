@@ -70,6 +70,12 @@ class Harness:
     def has_lookup(self) -> bool:
         return bool(getattr(self.tool, "has_lookup", True))
 
+    @property
+    def dedupes_by_key(self) -> bool:
+        """Declared by the tool: its downstream drops a repeated request key, so the
+        executor and the reconciler send a call that may have applied again."""
+        return bool(getattr(self.tool, "dedupes_by_key", False))
+
     # -- the protocol's steps -----------------------------------------------------------
 
     def propose(self, args: dict[str, Any]) -> Proposal:

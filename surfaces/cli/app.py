@@ -12,6 +12,8 @@ on top.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from importlib.metadata import version
+from typing import Annotated
 
 import psycopg
 import typer
@@ -23,6 +25,7 @@ from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
 from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threads
 from writegate.surfaces.cli.common import err_console
+from writegate.surfaces.cli.extras import MissingExtra
 from writegate.surfaces.cli.terminal import markup_safe
 
 Register = Callable[[typer.Typer], None]
@@ -48,9 +51,30 @@ def build_app(extra: Iterable[Register] = ()) -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
     )
+    app.callback()(_version_option)
     for register in (*COMMAND_MODULES, *extra):
         register(app)
     return app
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        print(f"writegate {version('writegate')}")  # the installed distribution's
+        raise typer.Exit()
+
+
+def _version_option(
+    show: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print writegate's version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Safe write tools for LLM agents: propose, preview, confirm, execute at most once."""
 
 
 def run(app: typer.Typer) -> None:
@@ -58,7 +82,7 @@ def run(app: typer.Typer) -> None:
     configure_from_env()  # tracing, only if OTEL_TRACES_EXPORTER asks for it
     try:
         app()
-    except (DatabaseUnavailable, MigrationError, PolicyError, WritegateError) as exc:
+    except (DatabaseUnavailable, MigrationError, MissingExtra, PolicyError, WritegateError) as exc:
         # escaped: a policy error names tables such as [points], which are not markup
         err_console.print(f"[red]error:[/red] {markup_safe(exc)}", soft_wrap=True)
         raise SystemExit(2) from exc

@@ -39,11 +39,13 @@ console = _console()
 err_console = _console(stderr=True)
 
 
-def database_url() -> str:
-    """Resolve the database or exit with the message that says what to set."""
+def database_url(*, create: bool = False) -> str:
+    """Resolve the database or exit with the message that says what to set. A
+    DATABASE_URL naming a missing database is refused unless `create` (`db setup`)."""
     try:
         return resolve_database_url(
             check_url=True,
+            create=create,
             # one line each, however wide: what was created or started, and where
             notify=lambda message: err_console.print(
                 f"[dim]{markup_safe(message)}[/dim]", soft_wrap=True

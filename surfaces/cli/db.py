@@ -21,11 +21,12 @@ db_app = typer.Typer(help="Create and fill the database.", no_args_is_help=True)
 @db_app.command("setup")
 def db_setup() -> None:
     """Create or migrate the tables: writegate's, LangGraph's checkpoints, the HTTP
-    service's and the demo's (safe to re-run)."""
+    service's and the demo's (safe to re-run). The database DATABASE_URL names is
+    created first when it does not exist and your role may create databases."""
     from writegate.graph.demo import setup_demo
     from writegate.surfaces.store import setup_service
 
-    url = database_url()
+    url = database_url(create=True)
     with console.status(f"Setting up {describe_database(url)} ..."):
         setup_demo(url)
         setup_service(url)

@@ -3,6 +3,8 @@
 `confirm` is the way to a token for MCP clients that cannot elicit: the person runs it,
 reads the stored preview and types their answer; the token is printed once. It insists
 on a terminal so that a confirmation is typed by someone, not piped in by a program.
+It needs no `[mcp]` extra: it reads and decides through the approval service, and its
+preview lines (shared with the MCP elicitation) import nothing of MCP.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from writegate.approval.decisions import Cancel, Confirm, Decline
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import Proposal
 from writegate.approval.service import Confirmation
+from writegate.surfaces.cli.extras import needs_extra
 from writegate.surfaces.cli.terminal import clean
 
 TRANSPORTS = ("stdio", "http")
@@ -25,13 +28,16 @@ TRANSPORTS = ("stdio", "http")
 
 def _serve(transport: str, host: str, port: int, user: str | None, tenant: str | None) -> None:
     import anyio
-    import uvicorn
 
     from writegate.graph.demo import open_demo
     from writegate.surfaces.cli.common import database_url
-    from writegate.surfaces.mcp_server.identity import KeyRing, configured_identity
-    from writegate.surfaces.mcp_server.server import WritegateMCP
     from writegate.surfaces.store import setup_service
+
+    with needs_extra("mcp", "mcp"):
+        import uvicorn
+
+        from writegate.surfaces.mcp_server.identity import KeyRing, configured_identity
+        from writegate.surfaces.mcp_server.server import WritegateMCP
 
     if transport not in TRANSPORTS:
         raise typer.BadParameter(f"use one of {', '.join(TRANSPORTS)}", param_hint="--transport")
@@ -59,7 +65,7 @@ def _serve(transport: str, host: str, port: int, user: str | None, tenant: str |
 
 def print_confirm_preview(proposal: Proposal) -> None:
     """The preview, each line cleaned: no value can redraw or add a line of its own."""
-    from writegate.surfaces.mcp_server.confirm import confirm_lines
+    from writegate.surfaces.confirm_text import confirm_lines
 
     for line in confirm_lines(proposal):
         print(clean(line))
@@ -72,7 +78,7 @@ def _confirm(proposal_id: str, user: str, tenant: str) -> None:
     from writegate.approval.models import Identity, ProposalStatus
     from writegate.graph.demo import open_demo
     from writegate.surfaces.cli.common import database_url
-    from writegate.surfaces.mcp_server.confirm import retype_ask
+    from writegate.surfaces.confirm_text import retype_ask
 
     err = Console(stderr=True)
     if not sys.stdin.isatty():

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from writegate.surfaces.cli.common import console, database_url, err_console
+from writegate.surfaces.cli.extras import needs_extra
 from writegate.surfaces.cli.terminal import clean, markup_safe
 
 keys_app = typer.Typer(
@@ -34,11 +35,13 @@ def serve(
     Reads DATABASE_URL, and WRITEGATE_PROPOSAL_TTL_SECONDS for how long a proposal
     may wait for a decision (default 15 minutes).
     """
-    import uvicorn
-
     from writegate.graph.model import describe_model
-    from writegate.surfaces.web import Settings, create_app
-    from writegate.surfaces.web.services import SettingsError
+
+    with needs_extra("serve", "server"):
+        import uvicorn
+
+        from writegate.surfaces.web import Settings, create_app
+        from writegate.surfaces.web.services import SettingsError
 
     try:
         settings = Settings.from_env()

@@ -26,23 +26,16 @@ from typing import Any
 
 import mcp_types as types
 
-from writegate.approval.canonical import to_rfc3339
 from writegate.approval.decisions import Cancel, Confirm, Decline
 from writegate.approval.errors import InvalidDecision
-from writegate.approval.inert import inert_text
 from writegate.approval.models import Identity, Proposal
+from writegate.surfaces.confirm_text import confirm_lines, retype_ask
 
 INPUT_KEY = "writegate_confirm"
 STATE_KEY_ENV = "WRITEGATE_MCP_STATE_KEY"
 CONFIRM_FIELD = "confirm"
 
 RETYPE_FIELD = "retyped"
-
-
-def retype_ask(proposal: Proposal) -> dict[str, Any] | None:
-    """The preview's re-type requirement (higher confirmation tiers), if it has one."""
-    block = proposal.preview.get("confirmation") or {}
-    return block if block.get("retype_field") else None
 
 
 def confirm_schema(proposal: Proposal) -> dict[str, Any]:
@@ -74,25 +67,6 @@ def can_elicit(capabilities: types.ClientCapabilities | None) -> bool:
 
 def confirm_message(proposal: Proposal) -> str:
     return "\n".join(confirm_lines(proposal))
-
-
-def confirm_lines(proposal: Proposal) -> list[str]:
-    """The preview a person confirms, line by line. The proposal's preview is inert
-    already (`approval/inert.py`), and so is each line's every other part."""
-    preview = proposal.preview
-    lines = [
-        f"Please confirm: {preview.get('title', proposal.operation)}",
-        f"Target: {preview.get('target', inert_text(proposal.resource))}",
-        *(f"  {f['name']}: {f['display']}" for f in preview.get("fields", [])),
-        f"Impact: {preview.get('impact', '')}",
-    ]
-    if preview.get("irreversible"):
-        lines.append("This cannot be undone.")
-    lines.append(
-        f"Proposal {proposal.proposal_id}; this request expires at "
-        f"{to_rfc3339(proposal.expires_at)}."
-    )
-    return lines
 
 
 def elicit_request(proposal: Proposal) -> types.ElicitRequest:

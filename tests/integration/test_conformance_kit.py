@@ -234,6 +234,19 @@ def transfer_without_lookup(account: str, cents: int, *, request_key: str) -> di
     return transfer_into(account, cents, request_key)
 
 
+@write_tool(
+    side_effect="external", validate=own_account, dedupes_by_key=True, name="transfer_deduped"
+)
+def transfer_deduped(account: str, cents: int, *, request_key: str) -> dict[str, Any]:
+    """The same transfer, without a lookup, to a downstream that drops a repeated key.
+
+    Args:
+        account: The account id.
+        cents: Amount in cents.
+    """
+    return transfer_into(account, cents, request_key)
+
+
 def fresh_account() -> dict[str, Any]:
     account = f"acct_{secrets.token_hex(4)}"
     ACCOUNTS[account] = ME.user_id
@@ -258,6 +271,19 @@ def test_a_user_write_tool(tool: Any, writegate_database: str) -> None:
     report = check_transfer(tool, writegate_database)
     settled = report.result(Scenario.LOST_ANSWER_IS_UNKNOWN).figures["settled"]
     assert settled == ("succeeded" if tool is transfer else "escalated")
+
+
+def test_a_tool_that_dedupes_by_key_without_a_lookup_is_sent_again_and_conforms(
+    writegate_database: str,
+) -> None:
+    """The reconciler sends it again with the same key, by design: the downstream drops
+    the repeat, so the kit expects a settled write and one effect, not an escalation."""
+    report = check_transfer(transfer_deduped, writegate_database)
+    lost = report.result(Scenario.LOST_ANSWER_IS_UNKNOWN).figures
+    assert lost["settled"] == "succeeded" and lost["effects"] == 1
+    assert lost["downstream_calls"] == 3  # the executor sent it again too: same key, once
+    again = report.result(Scenario.RETRIES_KEEP_THE_KEY).figures
+    assert again["reconciler_resends"] == 1 and again["reconciler_lookups"] == 0
 
 
 @write_tool(

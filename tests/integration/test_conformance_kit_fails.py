@@ -83,6 +83,28 @@ def test_a_tool_that_drops_the_request_key_pays_again_on_every_retry(
     assert report.result(Scenario.RETRIES_KEEP_THE_KEY).outcome is Outcome.PASSED
 
 
+@write_tool(side_effect="external", validate=own_account)
+def ignores_the_key_without_lookup(account: str, cents: int, *, request_key: str) -> dict:
+    """Pays without passing the request key on, and has no lookup: nothing writegate
+    does shows it, until the same operation is sent a second time.
+
+    Args:
+        account: The account id.
+        cents: Amount in cents.
+    """
+    SENT.append({"account": account, "cents": cents})
+    return {"status": "paid"}
+
+
+def test_a_tool_without_a_lookup_that_drops_the_request_key_is_caught(
+    writegate_database: str,
+) -> None:
+    report = run(ignores_the_key_without_lookup, writegate_database)
+    failed(report, Scenario.LOST_ANSWER_IS_UNKNOWN, "must pass request_key downstream")
+    assert "one operation, one request key" in report.result(
+        Scenario.LOST_ANSWER_IS_UNKNOWN).message  # fmt: skip
+
+
 def idempotent(account: str, cents: int, request_key: str) -> dict[str, Any]:
     if request_key not in RECORD:
         RECORD[request_key] = {"account": account, "cents": cents}

@@ -176,7 +176,11 @@ def test_creating_a_missing_database_url_database_is_one_log_line(
     monkeypatch.setenv("DATABASE_URL", url)
     caplog.set_level(logging.INFO, logger=LOGGER)
     try:
-        assert resolve_database_url(check_url=True) == url
+        # only when asked to (`writegate db setup`): opening a named database creates nothing
+        with pytest.raises(DatabaseUnavailable, match="does not exist"):
+            resolve_database_url(check_url=True)
+        assert said(caplog) == []
+        assert resolve_database_url(check_url=True, create=True) == url
     finally:
         with psycopg.connect(test_server_url, autocommit=True) as conn:
             drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
