@@ -122,6 +122,35 @@ def _adopt(cur: psycopg.Cursor[tuple[Any, ...]], migrations: MigrationList, sche
     return True
 
 
+def renamed_as_fresh(version_table: str) -> str:
+    """SQL that strips the `wg_` prefix from the constraints, indexes and sequences in the
+    schema of `version_table`, for tables adopted from the layout before that schema
+    (one index an old migration left as `proposals_open3_fp_idx` gets its fresh name)."""
+    return f"""
+DO $rename$
+DECLARE
+    ns oid := (SELECT relnamespace FROM pg_class WHERE oid = '{version_table}'::regclass);
+    r record;
+BEGIN
+    FOR r IN SELECT c.conrelid::regclass AS tbl, c.conname FROM pg_constraint c
+             WHERE c.connamespace = ns AND c.conname LIKE 'wg\\_%' LOOP
+        EXECUTE format('ALTER TABLE %s RENAME CONSTRAINT %I TO %I', r.tbl, r.conname,
+                       substr(r.conname, 4));
+    END LOOP;
+    FOR r IN SELECT c.relname, c.relkind, n.nspname FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE c.relnamespace = ns AND c.relkind IN ('i', 'S') AND c.relname LIKE 'wg\\_%'
+             LOOP
+        EXECUTE format('ALTER %s %I.%I RENAME TO %I',
+                       CASE r.relkind WHEN 'i' THEN 'INDEX' ELSE 'SEQUENCE' END, r.nspname,
+                       r.relname,
+                       replace(substr(r.relname, 4), 'proposals_open3_', 'proposals_open_'));
+    END LOOP;
+END
+$rename$;
+"""
+
+
 def _run(cur: psycopg.Cursor[tuple[Any, ...]], text: str, what: str) -> None:
     try:
         # Not prepared: a migration may hold several statements.

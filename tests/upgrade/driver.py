@@ -152,16 +152,12 @@ SCENARIOS: dict[str, tuple[str, str, int, list[dict[str, Any]]]] = {
     "waiting_middleware": ("middleware", "bump", 100, []),
     "executed": ("tool_node", "bump", 100, [{"action": "confirm"}]),
     "unknown": ("tool_node", "bump_unsure", 100, [{"action": "confirm"}]),
-    "second_approval": (
-        "tool_node", "bump", 6_000_000, [{"action": "confirm", "retyped": "60000"}],
-    ),  # fmt: skip
+    "second_approval": ("tool_node", "bump", 800_000, [{"action": "confirm", "retyped": ""}]),
 }
 
 
 def _config(thread_id: str) -> dict[str, Any]:
-    return {
-        "configurable": {"thread_id": thread_id, "user_id": REQUESTER, "tenant_id": TENANT}
-    }
+    return {"configurable": {"thread_id": thread_id, "user_id": REQUESTER, "tenant_id": TENANT}}
 
 
 def _asked(out: dict[str, Any]) -> list[dict[str, Any]]:
@@ -170,6 +166,13 @@ def _asked(out: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _told(out: dict[str, Any]) -> list[Any]:
     return [json.loads(str(m.content)) for m in out["messages"] if isinstance(m, ToolMessage)]
+
+
+def _retyped(question: dict[str, Any], amount: int) -> str:
+    """The field the tier asks to type again, as the preview shows it."""
+    field = question["preview"]["confirmation"].get("retype_field")
+    shown = {f["name"]: f["display"] for f in question["preview"]["fields"]}
+    return str(shown.get(field, amount))
 
 
 def leave(wg: Writegate) -> dict[str, Any]:
@@ -185,6 +188,8 @@ def leave(wg: Writegate) -> dict[str, Any]:
             (question,) = _asked(out)
             proposal_id = question["proposal_id"]
             for answer in answers:
+                if "retyped" in answer:
+                    answer = {**answer, "retyped": _retyped(question, amount)}
                 out = graphs[way].invoke(
                     Command(resume={**answer, "proposal_id": proposal_id}), _config(thread_id)
                 )

@@ -58,7 +58,9 @@ def release_python(release: Release) -> Path:
         ["git", "archive", release.commit], cwd=ROOT, capture_output=True, check=True
     )
     subprocess.run(["tar", "-x", "-C", str(home)], input=tree.stdout, check=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
+    }
     built = subprocess.run(
         ["uv", "sync", "--frozen", "--no-dev", "--quiet", *EXTRAS],
         cwd=home,
