@@ -181,10 +181,10 @@ def leave(wg: Writegate) -> dict[str, Any]:
     with psycopg.connect(_url(), autocommit=True) as conn:
         for name, (way, tool, amount, answers) in SCENARIOS.items():
             thread_id = f"th_{name}"
-            call = {"name": tool, "id": f"call_{name}",
-                    "args": {"counter": name, "amount_minor": amount, "currency": "CNY"}}  # fmt: skip
-            out = graphs[way].invoke({"messages": [HumanMessage(json.dumps(call))]},
-                                     _config(thread_id))  # fmt: skip
+            args = {"counter": name, "amount_minor": amount, "currency": "CNY"}
+            call = {"name": tool, "id": f"call_{name}", "args": args}
+            asked = HumanMessage(json.dumps(call))
+            out = graphs[way].invoke({"messages": [asked]}, _config(thread_id))
             (question,) = _asked(out)
             proposal_id = question["proposal_id"]
             for answer in answers:
