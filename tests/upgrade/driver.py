@@ -2,7 +2,7 @@
 
     python driver.py leave           # under a release: leave approvals waiting
     python driver.py answer NAME...  # under a release: answer the named ones
-    python driver.py replay NAME...  # answer them again: nothing may run
+    python driver.py hold            # open, then answer the names on each stdin line
 
 Run with the python of the release's own environment and DATABASE_URL set, so that
 `import writegate` is that release. This file imports nothing of the repository and
@@ -214,7 +214,10 @@ def answer(wg: Writegate, names: list[str]) -> dict[str, Any]:
         way, thread_id, proposal_id = threads[name]
         resume = {"action": "confirm", "proposal_id": proposal_id}
         out = graphs[way].invoke(Command(resume=resume), _config(thread_id))
-        report[name] = {"asked": _asked(out), "told": _told(out)}
+        report[name if name not in report else f"{name} again"] = {
+            "asked": _asked(out),
+            "told": _told(out),
+        }
     return report
 
 
@@ -222,8 +225,16 @@ def main(mode: str, names: list[str]) -> None:
     with psycopg.connect(_url(), autocommit=True) as conn:
         conn.execute(SETUP_SQL)
     with Writegate.open(_url(), tools=[bump, bump_unsure]) as wg:
-        report = leave(wg) if mode == "leave" else answer(wg, names)
-    print(json.dumps({"release": writegate.__version__, **report}, default=str))
+        if mode == "hold":  # a process that keeps running while another release migrates
+            _say({"ready": True})
+            for line in sys.stdin:
+                _say(answer(wg, line.split()))
+            return
+        _say(leave(wg) if mode == "leave" else answer(wg, names))
+
+
+def _say(report: dict[str, Any]) -> None:
+    print(json.dumps({"release": writegate.__version__, **report}, default=str), flush=True)
 
 
 if __name__ == "__main__":

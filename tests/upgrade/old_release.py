@@ -90,6 +90,46 @@ def drive(python: Path | str, url: str, *args: str) -> dict[str, Any]:
     return report
 
 
+class Held:
+    """A driver process of a release that stays open (`driver.py hold`): it opened the
+    database before whatever happens next, as a replica still running in a rolling
+    release; `answer(...)` has it answer and returns its report."""
+
+    def __init__(self, python: Path | str, url: str) -> None:
+        self.proc = subprocess.Popen(
+            [str(python), str(DRIVER), "hold"],
+            env=_env(url),
+            cwd=CACHE,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self._read().get("ready"), "the held driver did not open"
+
+    def answer(self, *names: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(" ".join(names) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # blocks until the driver says something
+        if not line:
+            self.proc.wait(timeout=30)
+            raise AssertionError(
+                f"the held driver ended: {self.proc.stderr and self.proc.stderr.read()}"
+            )
+        report: dict[str, Any] = json.loads(line)
+        return report
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
 def command(python: Path | str, url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """The release's own `writegate` command, run against `url`."""
     return subprocess.run(

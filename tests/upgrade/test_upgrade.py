@@ -11,6 +11,8 @@ once, counted at the tools' own downstream (`upgrade_effects`, keyed by request 
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -19,8 +21,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.upgrade.old_release import command, drive, release_python
-from tests.upgrade.releases import PREVIOUS, Release
+from tests.upgrade.old_release import DRIVER, Held, command, drive, release_python
+from tests.upgrade.releases import LAST_MAIN, PREVIOUS, Release
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -90,14 +92,55 @@ def test_approvals_left_waiting_by_an_earlier_release_complete_once_after_the_up
         "--user", "lead_up", "--tenant", TENANT, "--yes",
     )  # fmt: skip
     assert approved.returncode == 0, approved.stdout + approved.stderr
-    second = drive(NEW, url, "answer", "second_approval", "reconcile")
+    # The second approval's thread, the reconciler, then every question answered again
+    # (a replay: it runs nothing), in a process that answered none of them before.
+    second = drive(NEW, url, "answer", "second_approval", "reconcile", *EVERY)
     assert told(second, "second_approval")["status"] == "succeeded", second
     assert execution_status(url, request_keys["unknown"]) == "succeeded"  # found by lookup
-    # Every write ran once; answering each question again runs nothing.
-    assert effects(url) == Counter(request_keys.values())
-    drive(NEW, url, "answer", *EVERY)
     assert effects(url) == Counter(request_keys.values())
     # The key made under the earlier release still says who its holder is.
     listed = command(NEW, url, "keys", "list", "--tenant", TENANT)
     assert listed.returncode == 0 and "user_up" in listed.stdout, listed.stderr
     assert api_key
+
+
+def test_a_rolling_release_old_and_new_processes_side_by_side(
+    create_database: Callable[[], str],
+) -> None:
+    """The last main's process keeps running while today's code migrates the database
+    (expand-only migrations): whichever answers, each write runs once. A process of the
+    last main started after the migration refuses to open, and changes nothing."""
+    old = release_python(LAST_MAIN)
+    url = create_database()
+    left = drive(old, url, "leave")
+    running = Held(old, url)  # opened before the upgrade, as a replica still up
+    try:
+        answered = drive(NEW, url, "answer", "waiting_tool_node")  # migrates, then answers
+        assert told(answered, "waiting_tool_node")["status"] == "succeeded", answered
+        by_old = running.answer("waiting_middleware")
+        assert by_old["release"] == left["release"]
+        assert told(by_old, "waiting_middleware")["status"] == "succeeded", by_old
+        approved = command(
+            NEW, url, "approve", left["second_approval"]["proposal_id"],
+            "--user", "lead_up", "--tenant", TENANT, "--yes",
+        )  # fmt: skip
+        assert approved.returncode == 0, approved.stdout + approved.stderr
+        second = running.answer("second_approval", "reconcile")
+        assert told(second, "second_approval")["status"] == "succeeded", second
+        request_keys = keys(url)
+        assert execution_status(url, request_keys["unknown"]) == "succeeded"
+        # Each answered again, by the other process: nothing runs twice.
+        running.answer(*EVERY)
+        drive(NEW, url, "answer", *EVERY)
+        assert effects(url) == Counter(request_keys.values())
+    finally:
+        running.close()
+    with psycopg.connect(url) as conn:
+        versions = conn.execute("SELECT count(*) FROM writegate.migrations").fetchone()
+    late = subprocess.run(
+        [str(old), str(DRIVER), "answer"], env={**os.environ, "DATABASE_URL": url},
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert late.returncode != 0 and "older than the database" in late.stderr, late.stderr
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM writegate.migrations").fetchone() == versions
