@@ -7,7 +7,7 @@ domain each own a list (`MigrationList`); `checkpoints/schema.py`'s `setup_datab
 applies only the core's, and LangGraph's checkpoint tables.
 
 Each run that applies something records, per list, which writegate release did it
-(`writegate.releases`, once core migration 6 made it). A release older than the
+(`writegate.releases`, once the core's migration made it). A release older than the
 database (fewer migrations than recorded) refuses before changing anything, naming
 both releases: the database's and its own.
 """
@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS {table} (
 _APPLIED_VERSIONS = "SELECT version, checksum FROM {table} ORDER BY version"
 _RECORD_VERSION = "INSERT INTO {table} (version, checksum) VALUES (%s, %s)"
 _EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
-# Which release last applied a list's migrations (core migration 6), where it exists.
+# Which release last applied a list's migrations (a core migration), where it exists.
 RELEASES_TABLE = "writegate.releases"
 _RECORD_RELEASE = """
 INSERT INTO {table} (migrations, release, version) VALUES (%s, %s, %s)

@@ -308,7 +308,7 @@ def test_a_database_adopted_by_an_earlier_main_is_made_good(
     create_database: Callable[[], str],
 ) -> None:
     """Adopted as the releases up to 0.1.0 adopted it (no functions, `wg_` names, core
-    migrations 1-4): migration 5 makes good what it lacks, and the rows stay."""
+    migrations 1-4): `NAME_AS_FRESH`, a later migration, makes good what it lacks."""
     fresh, adopted = create_database(), create_database()
     setup_database(fresh)
     apply_migrations(adopted, LEGACY)
