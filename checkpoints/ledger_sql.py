@@ -115,7 +115,11 @@ FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
     (SELECT true AS same_call, {PROPOSAL_COLUMNS} FROM writegate.proposals
      WHERE thread_id = %(thread_id)s AND tool_call_id = %(tool_call_id)s
-       AND message_id = %(message_id)s)
+       AND (message_id = %(message_id)s
+            -- asked before message ids were recorded (a database adopted from the
+            -- layout before the schema) and still waiting: the same question
+            OR (message_id = '' AND status IN ({PENDING_SQL})))
+     ORDER BY message_id = %(message_id)s DESC LIMIT 1)
     UNION ALL
     (SELECT false, {PROPOSAL_COLUMNS} FROM writegate.proposals
      WHERE thread_id = %(thread_id)s AND fingerprint = %(fingerprint)s

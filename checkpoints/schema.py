@@ -24,13 +24,14 @@ from writegate.checkpoints.migrate import (
     TRY_SESSION_LOCK,
     MigrationList,
     apply_migrations,
+    renamed_as_fresh,
     wait_for_lock,
 )
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 
-MIGRATIONS: list[str] = [
-    # 1. the ledger, the tombstones of purged operations, the questions presented
-    """
+# Migration 1 as shipped: the tables, then the functions. The functions are kept apart
+# so that an adopted database gets them too (`NAME_AS_FRESH`).
+_LEDGER_TABLES = """
 CREATE TABLE writegate.proposals (
     proposal_id         text PRIMARY KEY,
     thread_id           text NOT NULL,
@@ -210,7 +211,8 @@ CREATE TABLE writegate.presented (
     PRIMARY KEY (thread_id, checkpoint_ns, interrupt_index)
 );
 CREATE INDEX presented_proposal_idx ON writegate.presented (proposal_id);
-
+"""
+_PROPOSE_FN = """
 -- A ledger transaction's writes, each one statement: the rows arrive as JSON objects
 -- (named like their columns) and the function writes them, or fails naming the guard
 -- that no longer held (SQLSTATE WG001), so the error points at the call that made it.
@@ -236,7 +238,8 @@ BEGIN
     RETURN true;
 END
 $$;
-
+"""
+_WRITE_AUDIT_FN = """
 -- Audit rows, in order.
 CREATE FUNCTION writegate.write_audit(records jsonb) RETURNS void
 LANGUAGE sql AS $$
@@ -249,7 +252,8 @@ LANGUAGE sql AS $$
     FROM jsonb_populate_recordset(NULL::writegate.audit, records) WITH ORDINALITY AS a
     ORDER BY ordinality
 $$;
-
+"""
+_CLAIM_FN = """
 -- The one move from a person's confirm to an execution: the proposal awaiting (or
 -- confirmed, its token issued before) becomes executed, its token is consumed by the
 -- execution (a token issued now is written consumed), the execution is claimed under
@@ -300,7 +304,41 @@ BEGIN
     PERFORM writegate.write_audit(claim.audit);
 END
 $$;
-""",
+"""
+
+# What an adopted database lacks next to a fresh one, made good; a no-op on any other.
+# Its tables came from the old list under `wg_` names, and so did their constraints,
+# indexes and sequences; migration 1's functions were never created. Nothing reads those
+# names, but a later migration may, and a database must not depend on its history.
+NAME_AS_FRESH = (
+    renamed_as_fresh("writegate.migrations")
+    + """
+DO $fresh$
+BEGIN
+    IF to_regprocedure('writegate.propose(jsonb, jsonb)') IS NULL THEN
+        EXECUTE $fn$"""
+    + _PROPOSE_FN
+    + """$fn$;
+    END IF;
+    IF to_regprocedure('writegate.write_audit(jsonb)') IS NULL THEN
+        EXECUTE $fn$"""
+    + _WRITE_AUDIT_FN
+    + """$fn$;
+    END IF;
+    IF to_regprocedure('writegate.claim(text, text, text, jsonb, boolean, jsonb, jsonb)') IS NULL
+    THEN
+        EXECUTE $fn$"""
+    + _CLAIM_FN
+    + """$fn$;
+    END IF;
+END
+$fresh$;
+"""
+)
+
+MIGRATIONS: list[str] = [
+    # 1. the ledger, the tombstones of purged operations, the questions presented
+    _LEDGER_TABLES + _PROPOSE_FN + _WRITE_AUDIT_FN + _CLAIM_FN,
     # 2. the timelines this database has been on (checkpoints/timelines.py): a promoted
     # standby starts a new one, and what was created before it began may have been
     # acted on in commits the failover lost. The timeline of the installation is marked
@@ -407,12 +445,27 @@ BEGIN
 END
 $$;
 """,
+    # 5. a database adopted before the adoption named its objects as a fresh one does
+    # and created migration 1's functions (`NAME_AS_FRESH`): made good; elsewhere a no-op.
+    NAME_AS_FRESH,
+    # 6. which writegate release last applied each migration list, and through which
+    # version (`checkpoints/migrate.py`): `writegate db status` shows it, and an older
+    # release opening this database names it in its refusal.
+    """
+CREATE TABLE writegate.releases (
+    migrations   text PRIMARY KEY,
+    release      text NOT NULL,
+    version      integer NOT NULL,
+    migrated_at  timestamptz NOT NULL DEFAULT now()
+);
+""",
 ]
 
 # A database set up before the schema (its ledger in `public`, version 12 or later of
 # that list, now `writegate.legacy_migrations`) becomes migration 1's shape: its rows
 # are the ledger, so an unknown execution or a consumed token survives the upgrade.
-LEGACY_ADOPTION = """
+LEGACY_ADOPTION = (
+    """
 DO $$
 DECLARE
     legacy integer := (SELECT max(version) FROM public.writegate_migrations);
@@ -445,6 +498,8 @@ ALTER TABLE writegate.proposals ADD CONSTRAINT proposals_call_key
     UNIQUE (thread_id, message_id, tool_call_id);
 DROP FUNCTION public.wg_expect_rows(bigint, bigint, text);
 """
+    + NAME_AS_FRESH
+)
 
 CORE = MigrationList(
     name="writegate",

@@ -1,4 +1,5 @@
-"""`writegate db`: create the schema, load the demo data, put it back as seeded."""
+"""`writegate db`: create the schema, say where it stands, load the demo data, put it
+back as seeded."""
 
 from __future__ import annotations
 
@@ -31,6 +32,45 @@ def db_setup() -> None:
         setup_demo(url)
         setup_service(url)
     console.print(f"[green]ok[/green] tables ready on {describe_database(url)}")
+
+
+@db_app.command("status")
+def db_status() -> None:
+    """Show each migration list's applied versions and the writegate release that last
+    migrated it, beside this code's (changes nothing)."""
+    import psycopg
+
+    from writegate import __version__
+    from writegate.checkpoints.migrate import migration_status
+    from writegate.checkpoints.schema import CORE
+    from writegate.surfaces.store.schema import SERVICE
+    from writegate.tools.demo.schema import DEMO
+
+    url = database_url()
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            states = [migration_status(conn, listed) for listed in (CORE, SERVICE, DEMO)]
+    except psycopg.OperationalError as exc:
+        err_console.print(f"[red]error:[/red] {describe_database(url)}: {exc}".strip())
+        raise typer.Exit(1) from None
+    console.print(f"database   {describe_database(url)}")
+    console.print(f"this code  writegate {__version__}")
+    for state in states:
+        by = (
+            f"last migrated by writegate {state.release} at {state.migrated_at:%Y-%m-%d %H:%M %Z}"
+            if state.release
+            else "release not recorded"
+        )
+        console.print(f"{state.name:<10} migrations {state.applied} of {state.known}; {by}; "
+                      f"{_advice(state.applied, state.known)}", soft_wrap=True)  # fmt: skip
+
+
+def _advice(applied: int, known: int) -> str:
+    if applied > known:
+        return "the database is newer than this code: run the release that migrated it"
+    if applied < known:
+        return f"{known - applied} to apply: run writegate db setup"
+    return "up to date"
 
 
 @db_app.command("seed")

@@ -3,12 +3,13 @@ thread ownership, the answer each click's idempotency key got, and a turn's stre
 events for a client that reconnects. Their own migration list, applied by `writegate
 serve`, `writegate mcp` and `writegate keys`, never by `Writegate.open()`; recorded in
 `writegate.service_migrations`. Append, never edit. A database set up before writegate's
-schema has these tables in `public`; they are moved into the schema as version 1.
+schema has these tables in `public`; they are moved into the schema as version 1, their
+constraints and indexes named as a fresh database names them.
 """
 
 from __future__ import annotations
 
-from writegate.checkpoints.migrate import MigrationList
+from writegate.checkpoints.migrate import MigrationList, renamed_as_fresh
 
 MIGRATIONS: list[str] = [
     # 1. API keys, HTTP threads and clicks, stream events
@@ -66,7 +67,7 @@ ALTER TABLE public.wg_http_clicks SET SCHEMA writegate;
 ALTER TABLE writegate.wg_http_clicks RENAME TO http_clicks;
 ALTER TABLE public.wg_stream_events SET SCHEMA writegate;
 ALTER TABLE writegate.wg_stream_events RENAME TO stream_events;
-"""
+""" + renamed_as_fresh("writegate.service_migrations")
 
 SERVICE = MigrationList(
     name="service",

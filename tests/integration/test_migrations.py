@@ -5,6 +5,7 @@ database set up before writegate's tables moved into a schema of their own."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,13 +16,16 @@ import pytest
 from langgraph.checkpoint.postgres import PostgresSaver
 
 from tests.integration.legacy_schema import LEGACY_MIGRATIONS
+from tests.integration.schema_objects import schema_objects
+from writegate import __version__
 from writegate.checkpoints.migrate import (
+    RELEASE,
     MigrationError,
     MigrationList,
     apply_migrations,
     migration_checksum,
 )
-from writegate.checkpoints.schema import CORE, setup_database
+from writegate.checkpoints.schema import CORE, NAME_AS_FRESH, setup_database
 from writegate.surfaces.store.schema import SERVICE
 from writegate.tools.demo.schema import DEMO
 
@@ -173,6 +177,8 @@ SHIPPED_CHECKSUMS = {
         "49b479643336019cad1cdf59d4a5046c81b8cbd404406b82bf8d9b3cfc74c34f",
         "6db0d6328b3cc469f3604404c06626b0bfacb241d0856578728d053247121c7b",
         "a5c3985a47536cb6300addd90a72be5d83a2cec21b81a72d84359d818c553b63",
+        "e03598d8af8a3f53f9bfd29c1d5280801453c773a3b0a6d103ae7119f8a43dcc",
+        "a01936e50cc4bde3f8a1f4072868835b1a781b624219adc99b04570fdf3419f9",
     ],
     "service": ["a9ee2e02534165d94557b03153413bc76e94ff35ee610db99fe6f0f4a7dc8eab"],
     "demo": ["83a783ecea599a953f6f0c633e4e59d2a61eb9f4b9cb11a7aada767d680dc331"],
@@ -275,3 +281,107 @@ def _tables(url: str, schema: str) -> set[str]:
             "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
         ).fetchall()
     return {r[0] for r in rows}
+
+
+def test_an_adopted_database_has_every_object_a_fresh_one_has(
+    create_database: Callable[[], str],
+) -> None:
+    fresh, adopted = create_database(), create_database()
+    for url in (fresh, adopted):
+        if url == adopted:
+            apply_migrations(url, LEGACY)
+        setup_database(url)
+        apply_migrations(url, SERVICE)
+    # The old layout's version table is kept, renamed; everything else is as fresh.
+    kept = frozenset({"legacy_migrations"})
+    want, got = (
+        schema_objects(fresh, "writegate"),
+        schema_objects(adopted, "writegate", leave_out=kept),
+    )
+    for kind in want:
+        assert got[kind] == want[kind], (kind, want[kind] - got[kind], got[kind] - want[kind])
+    assert {f[0] for f in got["functions"]} >= {"propose", "claim", "write_audit", "lock_proposal"}
+    assert _tables(adopted, "writegate") - _tables(fresh, "writegate") == set(kept)
+
+
+def test_a_database_adopted_by_an_earlier_main_is_made_good(
+    create_database: Callable[[], str],
+) -> None:
+    """Adopted as the releases up to 0.1.0 adopted it (no functions, `wg_` names, core
+    migrations 1-4): `NAME_AS_FRESH`, a later migration, makes good what it lacks."""
+    fresh, adopted = create_database(), create_database()
+    setup_database(fresh)
+    apply_migrations(adopted, LEGACY)
+    with psycopg.connect(adopted, autocommit=True) as conn:
+        conn.execute(LEGACY_ROWS_SQL)
+    assert CORE.legacy is not None
+    marker, adoption = CORE.legacy
+    earlier = MigrationList(
+        CORE.name, CORE.table, CORE.migrations[:4], (marker, adoption.removesuffix(NAME_AS_FRESH))
+    )
+    apply_migrations(adopted, earlier)
+    claim = "SELECT to_regproc('writegate.claim') IS NULL"
+    assert _scalar(adopted, claim) is True  # what an upgrade from 5f1ffc8 ran into
+    setup_database(adopted)
+    kept = frozenset({"legacy_migrations"})
+    want = schema_objects(fresh, "writegate")
+    got = schema_objects(adopted, "writegate", leave_out=kept)
+    for kind in want:
+        assert got[kind] == want[kind], (kind, want[kind] - got[kind], got[kind] - want[kind])
+    assert _scalar(adopted, "SELECT status FROM writegate.executions") == "unknown"  # rows kept
+
+
+def test_the_release_that_migrated_each_list_is_recorded(
+    create_database: Callable[[], str],
+) -> None:
+    url = create_database()
+    setup_database(url)
+    apply_migrations(url, SERVICE)
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT migrations, release, version FROM writegate.releases"
+        ).fetchall()
+    assert __version__ == RELEASE
+    assert set(rows) == {
+        ("writegate", __version__, len(CORE.migrations)),
+        ("service", __version__, len(SERVICE.migrations)),
+    }
+
+
+def test_an_older_release_refuses_a_newer_database_naming_both_and_changes_nothing(
+    create_database: Callable[[], str],
+) -> None:
+    url = create_database()
+    newer = MigrationList(
+        CORE.name, CORE.table, [*CORE.migrations, "CREATE TABLE writegate.later ()"]
+    )
+    apply_migrations(url, newer)
+    with psycopg.connect(url, autocommit=True) as conn:  # as that newer release recorded it
+        conn.execute("UPDATE writegate.releases SET release = '9.1.0'")
+    before = _versions(url, "writegate.migrations")
+    with pytest.raises(MigrationError) as refused:
+        setup_database(url)
+    message = str(refused.value)
+    assert "writegate 9.1.0" in message and f"writegate {__version__}" in message, message
+    assert "older than the database" in message and "\n" not in message
+    assert _versions(url, "writegate.migrations") == before
+    assert _scalar(url, "SELECT release FROM writegate.releases") == "9.1.0"
+    assert _scalar(url, "SELECT to_regclass('public.checkpoints') IS NULL") is True
+
+
+def test_db_status_shows_each_lists_versions_and_the_release(
+    create_database: Callable[[], str],
+) -> None:
+    url = create_database()
+    setup_database(url)
+    env = {**os.environ, "DATABASE_URL": url, "NO_COLOR": "1", "COLUMNS": "200"}
+    shown = subprocess.run(
+        [sys.executable, "-m", "writegate", "db", "status"], env=env, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    lines = {line.split()[0]: line for line in shown.stdout.splitlines() if line.strip()}
+    assert f"writegate {__version__}" in lines["this"]
+    n = len(CORE.migrations)
+    assert f"migrations {n} of {n}; last migrated by writegate {__version__}" in lines["writegate"]
+    assert "migrations 0 of 1; release not recorded; 1 to apply" in lines["service"]
+    assert _scalar(url, "SELECT to_regclass('writegate.service_migrations') IS NULL") is True
