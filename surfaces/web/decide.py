@@ -104,13 +104,13 @@ class Decisions:
         try:
             state = self.runner.state(config)
             if stalled_in(state):  # a replica died mid-run: finish its steps
-                messages += _messages(self.runner.events(None, identity, config))
+                messages += _messages(self.runner.events(None, identity, config, held))
                 state = self.runner.state(config)
             questions = questions_in(state)
             question = questions.get(pid)
             if question is not None:
                 resume: Command[Any] = Command(resume={question[0]: value})
-                messages += _messages(self.runner.events(resume, identity, config))
+                messages += _messages(self.runner.events(resume, identity, config, held))
                 questions = self.runner.questions(config)
                 asked_again = questions.get(pid)
                 if asked_again is not None and asked_again[1].get("error"):

@@ -22,7 +22,7 @@ from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import Identity
 from writegate.graph.messages import executed_values
 from writegate.graph.runtime import Runtime
-from writegate.surfaces.store.http_store import HttpStore
+from writegate.surfaces.store.http_store import HttpStore, ThreadLock
 from writegate.surfaces.web.schemas import ApprovalView, MessageView
 from writegate.surfaces.web.views import approval_view, message_view, proposal_row
 
@@ -108,10 +108,14 @@ class Runner:
             )
         return Preparation(recover=self.stalled(config))
 
-    def events(self, value: Any, identity: Identity, config: RunnableConfig) -> Iterator[RunEvent]:
-        """Stream one graph run as events, until it ends or stops at a question."""
+    def events(
+        self, value: Any, identity: Identity, config: RunnableConfig, held: ThreadLock
+    ) -> Iterator[RunEvent]:
+        """Stream one graph run as events, until it ends or stops at a question. `held`:
+        the thread's lock, kept between steps (a lost lease stops the run there)."""
         stream = self.graph.stream(value, config, stream_mode=["messages", "updates"])
         for mode, chunk in stream:
+            held.keep()
             if mode == "messages":
                 message, _meta = chunk
                 if isinstance(message, AIMessageChunk) and message.text:
