@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
@@ -129,6 +129,11 @@ class Runner:
                     for message in update.get("messages") or []:
                         if isinstance(message, BaseMessage):
                             yield "message", message_view(message)
+
+    def tell(self, config: RunnableConfig, text: str) -> None:
+        """Add the assistant's note to the thread, ending its turn there: the person
+        reads it in the thread, the model with the next message."""
+        self.graph.update_state(config, {"messages": [AIMessage(text)]}, as_node="agent")
 
     def question_view(self, identity: Identity, value: dict[str, Any]) -> ApprovalView:
         proposal = self.rt.service.get_proposal(identity, value["proposal_id"])

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from langchain_core.messages import AIMessage
 
 from tests.integration.fault_proxy import FaultProxy
 from tests.integration.http_fixtures import make_key, new_order, seeded_database, sse_events
@@ -121,3 +122,27 @@ def test_a_click_sent_again_after_the_lock_session_died_never_runs_beside_the_fi
     assert answers["first"][0] == 200 and answers["first"][1]["outcome"] == "executed"
     status, last = confirm(world, pid, "k-1")
     assert (status, last["outcome"], last["replayed"]) == (200, "executed", True)
+
+
+def lose_the_question(world: World, thread: str) -> None:
+    """What an overlapping run can leave: the thread's turn over, its question gone,
+    while the ledger still holds the proposal open."""
+    config = world.svc.runner.config(WHO, thread)
+    note = AIMessage("A run of this thread ended the turn.")
+    world.svc.graph.update_state(config, {"messages": [note]}, as_node="agent")
+    assert world.svc.runner.questions(config) == {}
+
+
+def test_an_open_approval_whose_question_the_thread_lost_is_cancelled_and_the_thread_told(
+    world: World,
+) -> None:
+    thread, pid = propose(world)
+    lose_the_question(world, thread)
+    status, body = confirm(world, pid, "k-lost")
+    assert (status, body["code"], body["retryable"]) == (409, "not_resumable", False), body
+    assert body["state"]["status"] == "cancelled"  # the ledger agrees: nothing will run
+    view = world.client.get(f"/v1/threads/{thread}", headers=world.auth).json()
+    assert view["pending"] == []
+    assert pid in view["messages"][-1]["content"]  # the thread (and its model) is told
+    status, again = confirm(world, pid, "k-lost-2")  # a new click: the same ending
+    assert (status, again["code"], again["retryable"]) == (409, "cancelled", False), again
