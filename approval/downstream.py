@@ -44,9 +44,9 @@ from writegate.approval.errors import (
 from writegate.approval.models import ExecutionStatus
 from writegate.approval.spec import DownstreamResult, ToolSpec
 
-
 # The execution lease's default: the docs quote it from here (tests/unit/test_lease_default.py).
 DEFAULT_LEASE = timedelta(seconds=30)
+
 
 @dataclass(frozen=True)
 class RetryPolicy:

@@ -42,6 +42,8 @@ LOCK_NAMESPACE = "wg_thread:"
 LOCK_CONNECTIONS = 8  # lock sessions per process: requests running a graph at once
 LOCK_CHECKOUT_S = 1.0  # how long a request waits for a free lock session
 THREAD_LEASE_S = 60.0  # a run's hold on its thread when its lock session is gone
+THREAD_LEASE_ENV = "WRITEGATE_THREAD_LEASE_SECONDS"
+FREE_ATTEMPTS = 3  # sessions tried to free a lease whose lock session died
 
 
 @dataclass(frozen=True)
@@ -187,12 +189,18 @@ class Lease:
         self.renewed_at = time.monotonic()
 
     def free(self) -> None:
-        """Let the lease go from any session; a failure leaves it to run out."""
-        try:
-            with self.pool.connection() as conn:
-                conn.execute(sql.FREE_LEASE_SQL, self.params())
-        except (psycopg.Error, PoolTimeout, WritegateError):
-            pass
+        """Let the lease go from any session. After a failover the first pooled session
+        may still be the old primary's (closed on its error), so a few are tried; if
+        none answers, the lease runs out."""
+        for _ in range(FREE_ATTEMPTS):
+            try:
+                with self.pool.connection() as conn:
+                    conn.execute(sql.FREE_LEASE_SQL, self.params())
+                return
+            except psycopg.Error:
+                continue
+            except (PoolTimeout, WritegateError):
+                return
 
 
 class ThreadLock:
