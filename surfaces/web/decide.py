@@ -175,7 +175,7 @@ class Decisions:
             self.rt.service.decide(identity, Cancel(action="cancel", proposal_id=pid))
         except ProposalNotPending:
             return  # decided some other way meanwhile: the answer reads what it became
-        note = f"{LOST_QUESTION}. (Approval {pid}.)"
+        note = f"Approval {pid}: {LOST_QUESTION}."
         self.runner.tell(self.runner.config(identity, thread_id), note)
 
     def _refuse_answer(self, identity: Identity, question: dict[str, Any]) -> None:
