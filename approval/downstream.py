@@ -44,6 +44,9 @@ from writegate.approval.errors import (
 from writegate.approval.models import ExecutionStatus
 from writegate.approval.spec import DownstreamResult, ToolSpec
 
+# The execution lease's default: the docs quote it from here (tests/unit/test_lease_default.py).
+DEFAULT_LEASE = timedelta(seconds=30)
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -65,7 +68,7 @@ class RetryPolicy:
     base_delay: float = 0.2
     max_delay: float = 5.0
     call_timeout: float = 10.0
-    lease: timedelta = timedelta(seconds=30)
+    lease: timedelta = DEFAULT_LEASE
     overrun_limit: timedelta = timedelta(minutes=10)
 
     def __post_init__(self) -> None:

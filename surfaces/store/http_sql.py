@@ -61,10 +61,43 @@ UPDATE writegate.http_clicks SET status_code = %s, response = %s, completed_at =
 WHERE tenant_id = %s AND user_id = %s AND idempotency_key = %s AND completed_at IS NULL"""
 
 # Per-thread serialization of graph runs, across processes. The lock is tied to a
-# dedicated session: it ends with the session if the process dies.
+# dedicated session: it ends with the session if the process dies. A run that writes
+# also takes the thread's lease row, in the same statement: a row outlives the session
+# (a failover, a cut connection), so a holder whose session died while it runs on still
+# holds the thread until it lets go or its lease runs out. `generation` fences: the
+# lease is renewed and freed only by the generation that took it.
+_LEASE_SQL = """
+INSERT INTO writegate.thread_leases AS l (thread_id, generation, expires_at)
+SELECT %(thread)s, 1, now() + make_interval(secs => %(lease_s)s) FROM locked
+ON CONFLICT (thread_id) DO UPDATE
+SET generation = l.generation + 1, expires_at = EXCLUDED.expires_at
+WHERE l.expires_at <= now()
+RETURNING generation"""
+THREAD_TRY_LEASE_SQL = f"""
+WITH locked AS (
+    SELECT 1 FROM (SELECT pg_try_advisory_lock(hashtextextended(%(key)s, 0)) AS ok) t WHERE ok
+), leased AS ({_LEASE_SQL})
+SELECT EXISTS (SELECT 1 FROM locked) AS ok, (SELECT generation FROM leased) AS generation"""
+THREAD_LEASE_SQL = f"""
+WITH locked AS (SELECT 1 FROM pg_advisory_lock(hashtextextended(%(key)s, 0))),
+leased AS ({_LEASE_SQL})
+SELECT true AS ok, (SELECT generation FROM leased) AS generation"""
+# Let go: the lease first, then the lock, in one statement on the lock's session.
+THREAD_UNLEASE_SQL = """
+WITH freed AS (
+    UPDATE writegate.thread_leases SET expires_at = now()
+    WHERE thread_id = %(thread)s AND generation = %(generation)s
+)
+SELECT pg_advisory_unlock(hashtextextended(%(key)s, 0))"""
+# The same two on any session (the lock's died): no row means the lease was taken over.
+FREE_LEASE_SQL = """
+UPDATE writegate.thread_leases SET expires_at = now()
+WHERE thread_id = %(thread)s AND generation = %(generation)s"""
+RENEW_LEASE_SQL = """
+UPDATE writegate.thread_leases SET expires_at = now() + make_interval(secs => %(lease_s)s)
+WHERE thread_id = %(thread)s AND generation = %(generation)s AND expires_at > now()
+RETURNING generation"""
 SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %s, false)"
-THREAD_LOCK_SQL = "SELECT pg_advisory_lock(hashtextextended(%s, 0))"
-THREAD_TRY_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0)) AS ok"
 THREAD_UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 # Shared: a request that only reads the thread, beside others that only read it.
 THREAD_LOCK_SHARED_SQL = "SELECT pg_advisory_lock_shared(hashtextextended(%s, 0))"

@@ -4,7 +4,11 @@ Threads opened over HTTP belong to the user who opened it; another user's thread
 reported missing. A click's idempotency key is claimed before the decision runs and
 holds the answer afterwards. Graph runs on one thread are serialized across processes
 with a PostgreSQL advisory lock held on a session of its own, so a crashed process can
-never leave a thread locked: its session ends and the lock with it.
+never leave a thread locked: its session ends and the lock with it. A run that writes
+also holds the thread's lease row, taken in the same statement (docs/failover.md): a
+lock session can die while its process runs on (a failover, a cut connection), and the
+lease, which a failover does not lose, keeps the next run out until the first lets go
+or its lease runs out (a process that died mid-run: `THREAD_LEASE_S`).
 
 Those sessions come from a small bounded pool of their own (never the runtime's pool,
 whose connections a lock holder's graph run needs), so a storm of clicks can never open
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,7 +33,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 
-from writegate.approval.errors import InProgress, Unavailable
+from writegate.approval.errors import InProgress, Unavailable, WritegateError
 from writegate.approval.models import Identity
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.surfaces.store import http_sql as sql
@@ -36,6 +41,9 @@ from writegate.surfaces.store import http_sql as sql
 LOCK_NAMESPACE = "wg_thread:"
 LOCK_CONNECTIONS = 8  # lock sessions per process: requests running a graph at once
 LOCK_CHECKOUT_S = 1.0  # how long a request waits for a free lock session
+THREAD_LEASE_S = 60.0  # a run's hold on its thread when its lock session is gone
+THREAD_LEASE_ENV = "WRITEGATE_THREAD_LEASE_SECONDS"
+FREE_ATTEMPTS = 3  # sessions tried to free a lease whose lock session died
 
 
 @dataclass(frozen=True)
@@ -56,10 +64,12 @@ class HttpStore:
         *,
         lock_connections: int = LOCK_CONNECTIONS,
         lock_checkout_s: float = LOCK_CHECKOUT_S,
+        lease_s: float = THREAD_LEASE_S,
     ) -> None:
         self.pool = pool
         self.url = url
         self.lock_checkout_s = lock_checkout_s
+        self.lease_s = lease_s
         self.lock_connections = lock_connections
         self._lock_pool: Pool | None = None
         self._guard = threading.Lock()
@@ -126,8 +136,10 @@ class HttpStore:
     def lock_thread(self, thread_id: str, *, wait_s: float, shared: bool = False) -> ThreadLock:
         """Take the thread's lock, waiting up to wait_s (0: don't wait); InProgress if the
         thread is busy, Unavailable if every lock session of this process is taken.
-        `shared` (with a wait): held beside other shared holders, never beside the one
-        exclusive holder; for a request that only reads the thread."""
+        Exclusive, it comes with the thread's lease: InProgress too while a run whose
+        lock session died still holds it. `shared` (with a wait): held beside other
+        shared holders, never beside the one exclusive holder; for a request that only
+        reads the thread."""
         try:
             conn = self.lock_pool.getconn(timeout=self.lock_checkout_s)
         except PoolTimeout as exc:
@@ -135,7 +147,8 @@ class HttpStore:
                 "too many requests are running on this server; retry shortly",
                 thread_id=thread_id,
             ) from exc
-        return ThreadLock(self.lock_pool, conn, thread_id, wait_s, shared=shared)
+        lease = None if shared else Lease(thread_id, self.lease_s, self.pool)
+        return ThreadLock(self.lock_pool, conn, thread_id, wait_s, shared=shared, lease=lease)
 
     @contextmanager
     def thread_lock(self, thread_id: str, *, wait_s: float, shared: bool = False) -> Iterator[None]:
@@ -146,13 +159,57 @@ class HttpStore:
             lock.release()
 
 
+@dataclass
+class Lease:
+    """A thread's lease row as one run holds it: its generation, once taken. Renewed and
+    freed on the runtime's pool when the lock's session is gone (it follows a failover)."""
+
+    thread_id: str
+    seconds: float
+    pool: Pool
+    generation: int | None = None
+    renewed_at: float = 0.0  # time.monotonic() when taken or last renewed
+
+    def params(self, key: str = "") -> dict[str, Any]:
+        return {"thread": self.thread_id, "lease_s": self.seconds, "key": key,
+                "generation": self.generation}  # fmt: skip
+
+    def keep(self) -> None:
+        """Between a run's steps: renew once half the lease has gone by (no statement
+        before that); Unavailable when it was lost, so the run stops before its next
+        step writes."""
+        if self.generation is None or time.monotonic() - self.renewed_at < self.seconds / 2:
+            return
+        with self.pool.connection() as conn:
+            renewed = conn.execute(sql.RENEW_LEASE_SQL, self.params()).fetchone()
+        if renewed is None:
+            raise Unavailable(
+                "this request lost its hold on the thread; retry shortly", thread_id=self.thread_id
+            )
+        self.renewed_at = time.monotonic()
+
+    def free(self) -> None:
+        """Let the lease go from any session. After a failover the first pooled session
+        may still be the old primary's (closed on its error), so a few are tried; if
+        none answers, the lease runs out."""
+        for _ in range(FREE_ATTEMPTS):
+            try:
+                with self.pool.connection() as conn:
+                    conn.execute(sql.FREE_LEASE_SQL, self.params())
+                return
+            except psycopg.Error:
+                continue
+            except (PoolTimeout, WritegateError):
+                return
+
+
 class ThreadLock:
     """One thread's advisory lock, held on a session of the lock pool until `release()`.
 
     The session is this lock's alone while it is held: the lock pool serves nothing
     else, and the session goes back only once unlocked and reset (or closed, which
     releases the lock too, when the unlock could not be confirmed). If the process dies,
-    the session ends and releases it.
+    the session ends and releases it. An exclusive lock holds the thread's `Lease` too.
     """
 
     def __init__(
@@ -163,11 +220,18 @@ class ThreadLock:
         wait_s: float,
         *,
         shared: bool = False,
+        lease: Lease | None = None,
     ) -> None:
         self.key = LOCK_NAMESPACE + thread_id
-        self._lock_sql = sql.THREAD_LOCK_SHARED_SQL if shared else sql.THREAD_LOCK_SQL
-        self._try_sql = sql.THREAD_TRY_LOCK_SHARED_SQL if shared else sql.THREAD_TRY_LOCK_SQL
-        self._unlock_sql = sql.THREAD_UNLOCK_SHARED_SQL if shared else sql.THREAD_UNLOCK_SQL
+        self.lease = lease
+        assert shared == (lease is None), "an exclusive lock comes with the lease"
+        if lease is not None:
+            self._lock_sql, self._try_sql = sql.THREAD_LEASE_SQL, sql.THREAD_TRY_LEASE_SQL
+            self._unlock_sql = sql.THREAD_UNLOCK_SQL  # locked, but the lease was not free
+        else:
+            self._lock_sql = sql.THREAD_LOCK_SHARED_SQL
+            self._try_sql = sql.THREAD_TRY_LOCK_SHARED_SQL
+            self._unlock_sql = sql.THREAD_UNLOCK_SHARED_SQL
         self._pool = pool
         self._conn: Connection[DictRow] | None = conn
         # Held unless the server said it was not granted: a statement that failed any
@@ -180,22 +244,41 @@ class ThreadLock:
             self.release()
             raise
 
+    def _params(self) -> Any:
+        return self.lease.params(self.key) if self.lease is not None else (self.key,)
+
     def _acquire(self, conn: Connection[DictRow], thread_id: str, wait_s: float) -> None:
         if wait_s <= 0:
-            row = conn.execute(self._try_sql, (self.key,)).fetchone()
+            row = conn.execute(self._try_sql, self._params()).fetchone()
             if not (row and row["ok"]):
                 self._held = False
                 raise InProgress("another request is running this thread", thread_id=thread_id)
+        else:
+            self._timed = True
+            conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
+            try:
+                row = conn.execute(self._lock_sql, self._params()).fetchone()
+            except LockNotAvailable as exc:
+                self._held = False
+                raise InProgress(
+                    "another request is still running this thread", thread_id=thread_id
+                ) from exc
+        if self.lease is None:
             return
-        self._timed = True
-        conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
-        try:
-            conn.execute(self._lock_sql, (self.key,))
-        except LockNotAvailable as exc:
-            self._held = False
+        if row is None or row["generation"] is None:
+            # Locked, but a run whose lock session died (a failover) still holds the
+            # lease: it may be writing this thread right now.
             raise InProgress(
-                "another request is still running this thread", thread_id=thread_id
-            ) from exc
+                "another request is still running this thread; retry shortly",
+                thread_id=thread_id,
+            )
+        self.lease.generation = int(row["generation"])
+        self.lease.renewed_at = time.monotonic()
+
+    def keep(self) -> None:
+        """Between a run's steps (see `Lease.keep`); a shared lock has nothing to keep."""
+        if self.lease is not None:
+            self.lease.keep()
 
     def release(self) -> None:
         conn, self._conn = self._conn, None
@@ -203,12 +286,20 @@ class ThreadLock:
             return
         # Unlock first so a waiter gets the lock at once; only what was taken is undone
         # (unlocking a lock not held draws a server WARNING). A session whose unlock or
-        # reset fails is closed instead (which releases the lock); the pool replaces it.
+        # reset fails is closed instead (which releases the lock); the pool replaces it,
+        # and the lease is freed on the runtime's pool.
+        leased = self.lease is not None and self.lease.generation is not None
         try:
-            if self._held:
+            if self._held and leased:
+                assert self.lease is not None
+                conn.execute(sql.THREAD_UNLEASE_SQL, self.lease.params(self.key))
+            elif self._held:
                 conn.execute(self._unlock_sql, (self.key,))
             if self._timed:
                 conn.execute(sql.RESET_LOCK_TIMEOUT_SQL)
         except psycopg.Error:
             conn.close()
+            if leased:
+                assert self.lease is not None
+                self.lease.free()
         self._pool.putconn(conn)

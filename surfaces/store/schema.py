@@ -56,6 +56,14 @@ CREATE TABLE writegate.stream_events (
 );
 CREATE INDEX stream_events_age_idx ON writegate.stream_events (created_at);
 """,
+    # 2. A thread's lease: the serialization of its runs outlives the lock's session
+    """
+CREATE TABLE writegate.thread_leases (
+    thread_id   text PRIMARY KEY,
+    generation  bigint NOT NULL,
+    expires_at  timestamptz NOT NULL
+);
+""",
 ]
 
 LEGACY_ADOPTION = """

@@ -8,6 +8,11 @@ open; whoever comes second finds the question gone and answers from the ledger, 
 the same receipt. Clicks that find the lock busy wait for it shared, so that they
 answer together once the resume is done. Every answer, first or replayed, is read
 from the ledger.
+
+A proposal the ledger holds open whose thread asks no question for it any more (a run
+cut by a failover ended the turn) cannot be resumed: under the exclusive lock it is
+cancelled and the thread told, and the click answers `not_resumable` with the
+cancelled approval (docs/failover.md).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 from langgraph.types import Command
 
 from writegate.approval.canonical import CanonicalizationError, digest
+from writegate.approval.decisions import Cancel
 from writegate.approval.errors import (
     AlreadyConsumed,
     IdempotencyConflict,
@@ -41,6 +47,16 @@ from writegate.surfaces.web.schemas import DecisionResult, MessageView
 from writegate.surfaces.web.views import approval_view, proposal_row, receipt_view
 
 _SAME_END = {(ProposalStatus.DECLINED, "decline"), (ProposalStatus.CANCELLED, "cancel")}
+LOST_QUESTION = (
+    "this approval's question was lost when the request confirming it was cut short "
+    "(a database failover); it was cancelled, nothing ran, and the conversation was "
+    "told: ask the assistant again"
+)
+
+
+class _Orphaned(Exception):
+    """An open proposal whose thread asks no question for it: repaired under the
+    exclusive lock only."""
 
 
 class Decisions:
@@ -104,20 +120,24 @@ class Decisions:
         try:
             state = self.runner.state(config)
             if stalled_in(state):  # a replica died mid-run: finish its steps
-                messages += _messages(self.runner.events(None, identity, config))
+                messages += _messages(self.runner.events(None, identity, config, held))
                 state = self.runner.state(config)
             questions = questions_in(state)
             question = questions.get(pid)
             if question is not None:
                 resume: Command[Any] = Command(resume={question[0]: value})
-                messages += _messages(self.runner.events(resume, identity, config))
+                messages += _messages(self.runner.events(resume, identity, config, held))
                 questions = self.runner.questions(config)
                 asked_again = questions.get(pid)
                 if asked_again is not None and asked_again[1].get("error"):
                     self._refuse_answer(identity, asked_again[1])
-            return self._answer(
-                identity, value, edited, messages, questions, replayed=question is None
-            )
+            try:
+                return self._answer(
+                    identity, value, edited, messages, questions, replayed=question is None
+                )
+            except _Orphaned:
+                self._repair(identity, thread_id, pid)
+                return self._answer(identity, value, edited, messages, {}, replayed=True, lost=True)
         finally:
             held.release()
 
@@ -139,7 +159,24 @@ class Decisions:
             questions = questions_in(state)
             if stalled_in(state) or value["proposal_id"] in questions:
                 return None
-            return self._answer(identity, value, edited, [], questions, replayed=True)
+            try:
+                return self._answer(identity, value, edited, [], questions, replayed=True)
+            except _Orphaned:
+                return None  # repaired under the exclusive lock
+
+    def _repair(self, identity: Identity, thread_id: str, pid: str) -> None:
+        """Cancel an open proposal its thread no longer asks about, and tell the thread
+        (the person reads it there, the model on its next turn). Only for a thread of
+        this service: a proposal waiting elsewhere (MCP, a library graph) is left alone
+        and the click answers `not_resumable` as it is."""
+        if self.store.get_thread(identity, thread_id) is None:
+            return
+        try:
+            self.rt.service.decide(identity, Cancel(action="cancel", proposal_id=pid))
+        except ProposalNotPending:
+            return  # decided some other way meanwhile: the answer reads what it became
+        note = f"Approval {pid}: {LOST_QUESTION}."
+        self.runner.tell(self.runner.config(identity, thread_id), note)
 
     def _refuse_answer(self, identity: Identity, question: dict[str, Any]) -> None:
         """The graph refused the answer and asks again: say why, with the question."""
@@ -156,9 +193,12 @@ class Decisions:
         questions: Questions,
         *,
         replayed: bool,
+        lost: bool = False,
     ) -> DecisionResult:
         """What the ledger says now about this proposal, for this action; `questions`: its
-        thread's open questions, as the caller last read them under the thread's lock."""
+        thread's open questions, as the caller last read them under the thread's lock.
+        `_Orphaned` when it is open and no question asks about it; `lost`: the caller
+        has repaired that (`_repair`), and the answer says so."""
         pid, action = value["proposal_id"], value["action"]
         proposal, execution, now = self.rt.service.proposal_execution_and_now(identity, pid)
         question = questions.get(pid)
@@ -207,7 +247,9 @@ class Decisions:
                 return result("awaiting_second_approval")  # an approver is next
             if action == "edit" and self.rt.service.edit_changes_nothing(proposal, value["args"]):
                 return result("unchanged")  # the same question, still open
-            raise Refused(NotResumable(proposal_id=pid), view)
+            if question is None and not lost:
+                raise _Orphaned  # no question for an open proposal: repair it first
+            raise Refused(NotResumable(proposal_id=pid), view)  # it waits elsewhere
         if status is ProposalStatus.SUPERSEDED and action == "edit" and proposal.superseded_by:
             successor = self.rt.service.get_proposal(identity, proposal.superseded_by)
             if successor.args_digest != edited:
@@ -219,6 +261,8 @@ class Decisions:
             return result("edited", next_approval=next_view)
         if (status, action) in _SAME_END:
             return result(status.value)
+        if lost and status is ProposalStatus.CANCELLED:
+            raise Refused(NotResumable(LOST_QUESTION, proposal_id=pid), view)
         ended = proposal_error(status, pid)
         raise Refused(ended or ProposalNotPending(proposal_id=pid, state=status.value), view)
 

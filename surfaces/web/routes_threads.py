@@ -104,11 +104,11 @@ async def post_message(
 
     def produce() -> Iterator[tuple[str, Any]]:
         if prep.resume:
-            yield from svc.runner.events(Command(resume=prep.resume), identity, config)
+            yield from svc.runner.events(Command(resume=prep.resume), identity, config, lock)
         elif prep.recover:
-            yield from svc.runner.events(None, identity, config)
+            yield from svc.runner.events(None, identity, config, lock)
         yield from svc.runner.events(
-            {"messages": [HumanMessage(message.content)]}, identity, config
+            {"messages": [HumanMessage(message.content)]}, identity, config, lock
         )
         pending = [a for a in svc.runner.thread_approvals(identity, thread_id) if a.pending]
         status = "awaiting_approval" if pending else "done"

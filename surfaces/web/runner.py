@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
@@ -22,7 +22,7 @@ from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import Identity
 from writegate.graph.messages import executed_values
 from writegate.graph.runtime import Runtime
-from writegate.surfaces.store.http_store import HttpStore
+from writegate.surfaces.store.http_store import HttpStore, ThreadLock
 from writegate.surfaces.web.schemas import ApprovalView, MessageView
 from writegate.surfaces.web.views import approval_view, message_view, proposal_row
 
@@ -108,10 +108,14 @@ class Runner:
             )
         return Preparation(recover=self.stalled(config))
 
-    def events(self, value: Any, identity: Identity, config: RunnableConfig) -> Iterator[RunEvent]:
-        """Stream one graph run as events, until it ends or stops at a question."""
+    def events(
+        self, value: Any, identity: Identity, config: RunnableConfig, held: ThreadLock
+    ) -> Iterator[RunEvent]:
+        """Stream one graph run as events, until it ends or stops at a question. `held`:
+        the thread's lock, kept between steps (a lost lease stops the run there)."""
         stream = self.graph.stream(value, config, stream_mode=["messages", "updates"])
         for mode, chunk in stream:
+            held.keep()
             if mode == "messages":
                 message, _meta = chunk
                 if isinstance(message, AIMessageChunk) and message.text:
@@ -125,6 +129,11 @@ class Runner:
                     for message in update.get("messages") or []:
                         if isinstance(message, BaseMessage):
                             yield "message", message_view(message)
+
+    def tell(self, config: RunnableConfig, text: str) -> None:
+        """Add the assistant's note to the thread, ending its turn there: the person
+        reads it in the thread, the model with the next message."""
+        self.graph.update_state(config, {"messages": [AIMessage(text)]}, as_node="agent")
 
     def question_view(self, identity: Identity, value: dict[str, Any]) -> ApprovalView:
         proposal = self.rt.service.get_proposal(identity, value["proposal_id"])

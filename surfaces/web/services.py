@@ -17,7 +17,12 @@ from fastapi import Depends, Request
 from writegate.approval.service import Policy
 from writegate.graph.build import build_graph
 from writegate.graph.runtime import Runtime
-from writegate.surfaces.store.http_store import LOCK_CONNECTIONS, HttpStore
+from writegate.surfaces.store.http_store import (
+    LOCK_CONNECTIONS,
+    THREAD_LEASE_ENV,
+    THREAD_LEASE_S,
+    HttpStore,
+)
 from writegate.surfaces.store.streams import StreamStore
 from writegate.surfaces.web.decide import Decisions
 from writegate.surfaces.web.metrics import HttpMetrics
@@ -39,6 +44,7 @@ class Settings:
     message_lock_wait_s: float = 2.0  # a message waits this long for a busy thread
     lock_connections: int = LOCK_CONNECTIONS  # the bounded pool of thread-lock sessions
     stream_ping_s: float = 15.0  # a keep-alive comment on an event stream this often
+    thread_lease_s: float = THREAD_LEASE_S  # a run's hold on its thread (docs/failover.md)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -52,7 +58,10 @@ class Settings:
                 raise SettingsError(f"{TTL_ENV} must be a number of seconds") from exc
             if not 0 < ttl <= 7 * 24 * 3600:
                 raise SettingsError(f"{TTL_ENV} must be between 0 and one week")
-        return cls(database_url=env.get("DATABASE_URL") or None, proposal_ttl_s=ttl)
+        lease = _seconds(env, THREAD_LEASE_ENV, THREAD_LEASE_S, 3600.0)
+        return cls(
+            database_url=env.get("DATABASE_URL") or None, proposal_ttl_s=ttl, thread_lease_s=lease
+        )
 
     def policy(self) -> Policy:
         """The same versioned policy file as every other demo entry point (the demo's
@@ -61,6 +70,19 @@ class Settings:
         if self.proposal_ttl_s is None:
             return base
         return replace(base, proposal_ttl=timedelta(seconds=self.proposal_ttl_s))
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float, most: float) -> float:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name} must be a number of seconds") from exc
+    if not 0 < value <= most:
+        raise SettingsError(f"{name} must be between 0 and {most:g} seconds")
+    return value
 
 
 @dataclass
@@ -77,7 +99,12 @@ class Services:
     @classmethod
     def build(cls, runtime: Runtime, settings: Settings, model: Any = None) -> Services:
         graph = build_graph(runtime, model=model, checkpointer=runtime.checkpointer)
-        store = HttpStore(runtime.pool, runtime.url, lock_connections=settings.lock_connections)
+        store = HttpStore(
+            runtime.pool,
+            runtime.url,
+            lock_connections=settings.lock_connections,
+            lease_s=settings.thread_lease_s,
+        )
         runner = Runner(runtime, graph, store)
         decisions = Decisions(runtime, runner, store, settings.decision_lock_wait_s)
         streams = StreamStore(runtime.pool)

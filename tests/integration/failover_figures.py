@@ -42,6 +42,7 @@ class Figures:
     # key without a lookup, or left at the provider with neither a record nor a person.
     gaps: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    sends_per_key: Counter[int] = field(default_factory=Counter)  # sends -> keys
 
     def line(self, seed: int) -> str:
         c = self.check
@@ -58,6 +59,7 @@ class Figures:
                  for f in self.failovers]  # fmt: skip
         c = self.check
         return (
+            f"sends per key {dict(sorted(self.sends_per_key.items()))}; "
             f"failovers per point {dict(per)}; settled {c['settled']}, escalated "
             f"{c['escalated']}; operations with lost rows {c['lost_rows']}: found again "
             f"by their key {c['found_again']} ({c['found_by_check']} recorded by the check "

@@ -29,8 +29,11 @@ brings the old node back as the standby while the operations go on.
 random moment: before the proposal, before the click, or at the kill point), so the
 promoted standby is missing commits that the old primary acknowledged.
 
-At the end (processes still running, nothing restarted), every operation is checked
-against the provider's own table: exactly one effect for each one the person confirmed,
+At the end (processes still running, nothing restarted), the provider's count of the
+refund requests it received is read per key, as a provider that never deduplicates
+would see them: a send of a key after one of its sends was answered is a duplicate
+(so is a second key paid for one order). Every operation is checked against the
+provider's own table: exactly one effect for each one the person confirmed,
 a ledger entry that agrees (execution `succeeded` with the provider's reference, the
 refund row `succeeded`, the amount reserved on the order, an audit row of its
 execution), or an escalation with a reason; under `--lost`, an effect whose rows were
@@ -38,6 +41,7 @@ all lost must be escalated by the reconciler's check after the promotion (the
 provider's listing, approval/failover.py). It prints:
 
     operations N, failovers F, effects E, duplicates 0, lost 0, seed S
+    sends per key {1: N}; ...
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ import random
 import signal
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 import httpx
@@ -498,6 +503,7 @@ class FailoverSoak:
                 effects.setdefault(r["order_id"], []).append(r)
         calls = httpx.get(self.provider_url + "/_calls", timeout=TIMEOUT).json()
         check = self.figures.check
+        self._sends_per_key(calls)
         for op in self.ops:
             paid = effects.get(op.order, [])
             row = ledger.get(op.order) or {}
@@ -518,6 +524,18 @@ class FailoverSoak:
                 check["lost_rows"] += 1
             elif op.lost:
                 self._found_again(op, row, calls)
+
+    def _sends_per_key(self, calls: dict[str, Any]) -> None:
+        """Every refund request the provider received, per key, as a provider that never
+        deduplicates would see them: a send of a key whose earlier send was answered is
+        a duplicate, whatever the provider's own table made of it."""
+        sends: dict[str, int] = calls["refund"]
+        self.figures.sends_per_key = Counter(sends.values())
+        for key, again in sorted(calls["resent"].items()):
+            self.figures.check["duplicates"] += again
+            self.figures.problems.append(
+                f"key {key}: sent {sends.get(key)} times, {again} after an answered send"
+            )
 
     def _found_again(self, op: Op, row: dict[str, Any], calls: dict[str, Any]) -> None:
         """An operation with lost rows: looked up by its key (or escalated), or sent again

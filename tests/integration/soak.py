@@ -70,6 +70,7 @@ POINTS = (*SERVE_POINTS, *RECONCILE_POINTS, PROVIDER)
 SEED_ENV, OPS_ENV = "WRITEGATE_SOAK_SEED", "WRITEGATE_SOAK_OPS"
 
 LEASE_S = 2.0  # executions orphaned by a killed process are due this soon
+THREAD_LEASE_S = 5.0  # threads whose run a kill cut short are free again this soon
 CALL_TIMEOUT_S = 1.5  # the deadline per call: within the lease, past the provider's stall
 BACKOFF_S = 1.0  # a lookup that failed (the provider was down) is repeated this soon
 READY_S = 60.0  # a (re)started process answers within this
@@ -283,6 +284,8 @@ class Soak:
             "WRITEGATE_PROVIDER_URL": f"http://127.0.0.1:{self.provider_port}",
             "WRITEGATE_EXECUTION_LEASE_SECONDS": str(LEASE_S),
             "WRITEGATE_CALL_TIMEOUT_SECONDS": str(CALL_TIMEOUT_S),
+            # A replica killed mid-run holds its thread this long (its clicks: in_progress).
+            "WRITEGATE_THREAD_LEASE_SECONDS": str(THREAD_LEASE_S),
         }
 
     def _arm(self, points: tuple[str, ...], nth_max: int, env: dict[str, str]) -> str:

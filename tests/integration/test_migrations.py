@@ -256,7 +256,9 @@ def test_a_database_set_up_before_the_schema_is_adopted_rows_and_all(
                                       "writegate_demo_migrations", *CHECKPOINT_TABLES}  # fmt: skip
     # adopted as 1, then the later ones run
     assert _versions(url, "writegate.migrations") == list(range(1, len(CORE.migrations) + 1))
-    assert _versions(url, "writegate.service_migrations") == [1]
+    assert _versions(url, "writegate.service_migrations") == list(
+        range(1, len(SERVICE.migrations) + 1)
+    )
     assert _versions(url, "public.writegate_demo_migrations") == [1]
     assert _versions(url, "writegate.legacy_migrations") == list(range(1, 13))
     setup_database(url)  # and once more: nothing left to do

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from tests.app_db import setup_app
-from writegate.approval.errors import InProgress
+from writegate.approval.errors import InProgress, Unavailable
 from writegate.checkpoints.pool import open_pool
 from writegate.surfaces.store.http_store import LOCK_NAMESPACE, HttpStore
 
@@ -57,3 +57,39 @@ def test_a_lock_that_waited_leaves_its_session_with_the_default_lock_timeout(
     store.lock_thread("th_wait", wait_s=1.5).release()
     with store.lock_pool.connection() as conn:
         assert conn.execute(LOCK_TIMEOUT_SQL).fetchone()["v"] == default  # type: ignore[index]
+
+
+LEASE_SQL = "SELECT generation, expires_at > now() AS live FROM writegate.thread_leases"
+
+
+def test_a_run_whose_lease_was_taken_over_stops_and_frees_nothing_of_the_next(
+    create_database: Callable[[], str],
+) -> None:
+    """The first run's lock session dies and its lease runs out while it is in a long
+    step; another run takes the thread (generation 2). The first one's next step stops
+    it (Unavailable), and its release leaves the second one's lease alone."""
+    url = create_database()
+    setup_app(url)
+    pool = open_pool(url, max_size=2)
+    store = HttpStore(pool, url, lock_connections=2)
+    try:
+        first = store.lock_thread("th_long", wait_s=0)
+        assert first.lease is not None and first.lease.generation == 1
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks "
+                "WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()"
+            )
+            admin.execute("UPDATE writegate.thread_leases SET expires_at = now()")
+            second = store.lock_thread("th_long", wait_s=0)
+            first.lease.renewed_at -= store.lease_s  # as if half its lease had gone by
+            with pytest.raises(Unavailable):
+                first.keep()
+            first.release()
+            row = admin.execute(LEASE_SQL).fetchone()
+            assert row == (2, True)  # the second run's, untouched
+            second.release()
+            assert admin.execute(LEASE_SQL).fetchone() == (2, False)  # freed
+    finally:
+        store.close()
+        pool.close()

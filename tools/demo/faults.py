@@ -104,6 +104,10 @@ class FaultScript:
     stall: Callable[[], None] = lambda: None
     die: Callable[[], None] | None = None
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # Per key, as a provider that never deduplicates sees it: refunds answered, and
+    # refunds received after one was answered (a second send nothing excuses).
+    answered: Counter[str] = field(default_factory=Counter)
+    resent: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -124,10 +128,14 @@ class FaultScript:
         with self._lock:
             self.rules = rules
             self.calls.clear()
+            self.answered.clear()
+            self.resent.clear()
 
     def _next(self, op: str, key: str) -> str:
         with self._lock:
             self.calls[(op, key)] += 1
+            if op == "refund" and self.answered[key]:
+                self.resent[key] += 1
             for rule in self.rules:
                 if rule.matches(op, key):
                     step = next(rule.steps, None)
@@ -170,9 +178,18 @@ class FaultScript:
         if step == "rate_limited":
             raise RateLimited("simulated 429 on lookup", retry_after_s=0)
 
+    def refund_answered(self, idempotency_key: str) -> None:
+        """A refund's answer went out (the HTTP server wrote it to the socket)."""
+        with self._lock:
+            self.answered[idempotency_key] += 1
+
     def call_counts(self) -> dict[str, dict[str, int]]:
+        """Per key: `refund` and `lookup` requests received, `answered` refunds, and
+        `resent` refunds received after one had been answered."""
         with self._lock:
             out: dict[str, dict[str, int]] = {"refund": {}, "lookup": {}}
             for (op, key), n in self.calls.items():
                 out[op][key] = n
+            out["answered"] = dict(self.answered)
+            out["resent"] = dict(self.resent)
             return out

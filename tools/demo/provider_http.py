@@ -8,7 +8,8 @@ dead process. The server is `SimulatedProvider` (its `provider.refunds` table) b
     GET  /v1/refunds/<key>    the stored refund, or 404 if the key was never applied
     GET  /v1/refunds?since=T  every refund applied at or after T (ISO 8601), by key
     POST /_faults             {"rules": [...], "replace": true}: script faults (loopback)
-    GET  /_calls              calls seen per key; GET /healthz
+    GET  /_calls              per key: calls seen, refunds answered, refunds received
+                              after one was answered (`resent`); GET /healthz
 
 `HttpProvider` is the `ProviderClient` for it. Its mapping is the protocol's: no
 connection means nothing was sent (`temporarily_unavailable`); a timeout or a broken
@@ -67,7 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
         value = json.loads(self.rfile.read(length) or b"{}")
         return value if isinstance(value, dict) else {}
 
-    def _answer(self, call: Callable[[], dict[str, Any] | None]) -> None:
+    def _answer(self, call: Callable[[], dict[str, Any] | None], refund_key: str = "") -> None:
         try:
             result = call()
         except UpstreamTimeout:
@@ -80,6 +81,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"code": "not_found", "message": "no refund for this key"})
         else:
             self._send(200, result)
+            if refund_key:
+                self.server.faults.refund_answered(refund_key)
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
@@ -123,7 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
                     order_id=body.get("order_id", ""),
                     amount_minor=body.get("amount_minor", 0),
                     currency=body.get("currency", ""),
-                )
+                ),
+                refund_key=key,
             )
         else:
             self._send(404, {"code": "not_found", "message": "no such endpoint"})
