@@ -8,6 +8,7 @@ import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
@@ -24,6 +25,7 @@ from tests.integration.library_helpers import (
 from writegate import Identity, MissingIdentity, ProposalView, Writegate, WritegateError
 
 TENANT = "tenant_2nd"
+EXPIRE_SQL = "UPDATE writegate.proposals SET expires_at = now() WHERE proposal_id = %s"
 REQUESTER = Identity("clerk", TENANT)
 APPROVER = Identity("lead", TENANT, frozenset({"approver"}))
 
@@ -65,7 +67,7 @@ def refused(call: Callable[[], Any]) -> dict[str, Any]:
     return body
 
 
-def test_approved_by_a_second_person_the_thread_runs_it_once(wg: Writegate) -> None:
+def test_approved_by_a_second_person_it_runs_once(wg: Writegate) -> None:
     thread = Thread(wg)
     waiting = [
         p for p in wg.awaiting_second_approval(APPROVER) if p.proposal_id == thread.proposal_id
@@ -77,8 +79,8 @@ def test_approved_by_a_second_person_the_thread_runs_it_once(wg: Writegate) -> N
     assert refunds(thread.order) == 0
 
     approved = wg.approve_as_second(APPROVER, thread.proposal_id)
-    assert (approved.status, approved.second_approver) == ("confirmed", "lead")
-    assert refunds(thread.order) == 0  # approving is not executing
+    assert (approved.status, approved.second_approver) == ("executed", "lead")
+    assert refunds(thread.order) == 1  # the last approval ran it
     assert thread.proposal_id not in {p.proposal_id for p in wg.awaiting_second_approval(APPROVER)}
 
     receipt = last_tool(thread.confirm())  # the requester's thread resumes
@@ -92,6 +94,36 @@ def test_approved_by_a_second_person_the_thread_runs_it_once(wg: Writegate) -> N
     ]
     assert ("lead", "second_approval", "confirmed") in events
     assert ("clerk", "execute", "succeeded") in events
+
+
+def test_the_approval_runs_the_write_once_and_the_thread_gets_its_receipt(wg: Writegate) -> None:
+    thread = Thread(wg)
+    approved = wg.approve_as_second(APPROVER, thread.proposal_id)
+    assert refunds(thread.order) == 1  # run by the approval: the requester did nothing
+    assert approved.status == "executed" and approved.outcome is not None
+    assert approved.outcome["status"] == "succeeded"
+
+    out = thread.confirm()  # the requester's thread, when it next runs, for any answer
+    assert asked(out) == []  # not asked again
+    receipt = last_tool(out)
+    assert receipt["execution_id"] == approved.outcome["execution_id"]
+    assert refunds(thread.order) == 1
+    thread.confirm()
+    assert refunds(thread.order) == 1  # a replayed resume runs nothing
+    rows = wg.audit(TENANT, proposal_id=thread.proposal_id)
+    (ran,) = [r for r in rows if (r.event, r.status) == ("execute", "succeeded")]
+    assert (ran.user_id, ran.approver) == ("clerk", "lead")  # for the requester, by the lead
+
+
+def test_an_approval_past_expiry_runs_nothing_and_the_thread_is_told(wg: Writegate) -> None:
+    thread = Thread(wg)
+    with psycopg.connect(wg.runtime.url, autocommit=True) as conn:  # its day has gone by
+        conn.execute(EXPIRE_SQL, (thread.proposal_id,))
+    assert refused(lambda: wg.approve_as_second(APPROVER, thread.proposal_id))["code"] == (
+        "proposal_expired"
+    )
+    assert last_tool(thread.confirm())["code"] == "proposal_expired"
+    assert refunds(thread.order) == 0
 
 
 def test_who_may_not_approve_is_refused_and_nothing_runs(wg: Writegate) -> None:
@@ -128,11 +160,13 @@ def test_declined_by_the_second_approver_the_thread_is_told_and_nothing_runs(
     )
 
 
-def test_revoked_after_approval_the_thread_is_told_and_nothing_runs(wg: Writegate) -> None:
+def test_revoked_before_approval_the_thread_is_told_and_nothing_runs(wg: Writegate) -> None:
     thread = Thread(wg)
-    wg.approve_as_second(APPROVER, thread.proposal_id)
     revoked = wg.revoke(APPROVER, thread.proposal_id)
     assert (revoked.status, revoked.revoked_by) == ("revoked", "lead")
+    assert refused(lambda: wg.approve_as_second(APPROVER, thread.proposal_id))["code"] == (
+        "proposal_not_pending"
+    )
     assert last_tool(thread.confirm())["code"] == "revoked"
     assert refunds(thread.order) == 0
 
