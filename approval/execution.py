@@ -161,7 +161,8 @@ class Executor:
         self.store = service.store
         self.retry = retry or RetryPolicy()
         self.owner = owner or default_owner()
-        # Called at each step boundary ("claimed", "downstream_returned", "recorded");
+        # Called at each step boundary ("claimed", "downstream_returned", "recorded"; and
+        # "approved" inside a second approval's transaction, before it commits);
         # the fault-injection suite uses it to kill the process at a precise point.
         self.step_hook = step_hook or (lambda step: None)
         self.sleep = sleep
@@ -209,6 +210,7 @@ class Executor:
         def claim_in(tx: LedgerTx, approved: Proposal) -> None:
             requester = Identity(approved.subject, approved.tenant_id)
             claimed.append((requester, self._claim_approved(tx, requester, approved, started)))
+            self.step_hook("approved")  # claimed with the approval, not committed yet
 
         parent = tracing.recall(self.store, proposal_id=proposal_id)
         with tracing.span(
