@@ -114,7 +114,7 @@ def test_a_declared_amount_raises_the_tier_of_a_users_tool(wg: Writegate) -> Non
     strongest = shipped.tiers[-1]
     assert confirmation["tier"] == strongest.name  # EUR 1,000,000: the shipped top band
     assert confirmation["second_approver"] is True
-    assert "amount 100000000 in EUR minor units (+5)" in confirmation["reasons"]
+    assert "amount EUR 1,000,000.00 (+5)" in confirmation["reasons"]  # as a person reads it
 
 
 def test_a_declared_scope_is_scored_like_a_batch(wg: Writegate) -> None:
