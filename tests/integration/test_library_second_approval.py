@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
@@ -36,14 +37,27 @@ def wg(create_database: Callable[[], str]) -> Iterator[Writegate]:
         yield gate
 
 
+def _middleware(wg: Writegate, model: Any) -> Any:
+    return create_agent(
+        model, tools=[refund_order], middleware=[wg.middleware()], checkpointer=wg.checkpointer
+    )
+
+
+WAYS: dict[str, Callable[[Writegate, Any], Any]] = {
+    "tool_node": hand_built,
+    "middleware": _middleware,
+    "build_agent": lambda wg, model: wg.build_agent(model),
+}
+
+
 class Thread:
     """The requester's conversation: a ¥8,000.00 refund confirmed with its re-typed
     amount, now waiting for a second approver (score 6: +3 amount, +2 external, +1)."""
 
-    def __init__(self, wg: Writegate, who: Identity = REQUESTER) -> None:
+    def __init__(self, wg: Writegate, who: Identity = REQUESTER, way: str = "tool_node") -> None:
         self.order = f"ord_{secrets.token_hex(4)}"
         call = tool_call("refund_order", order_ref=self.order, cents=800_000, currency="CNY")
-        self.graph = hand_built(wg, scripted([call], "done", "done"))
+        self.graph = WAYS[way](wg, scripted([call], "done", "done"))
         given = {"thread_id": f"th_{secrets.token_hex(5)}", "user_id": who.user_id}
         self.config = {"configurable": {**given, "tenant_id": who.tenant_id}}
         (self.question,) = asked(self.graph.invoke({"messages": [HumanMessage("go")]}, self.config))
@@ -113,6 +127,25 @@ def test_the_approval_runs_the_write_once_and_the_thread_gets_its_receipt(wg: Wr
     rows = wg.audit(TENANT, proposal_id=thread.proposal_id)
     (ran,) = [r for r in rows if (r.event, r.status) == ("execute", "succeeded")]
     assert (ran.user_id, ran.approver) == ("clerk", "lead")  # for the requester, by the lead
+
+
+@pytest.mark.parametrize("way", sorted(WAYS))
+@pytest.mark.parametrize("decision", ["approve", "decline", "revoke"])
+def test_every_way_in_ends_the_same_way(wg: Writegate, way: str, decision: str) -> None:
+    thread = Thread(wg, way=way)
+    decide = {
+        "approve": wg.approve_as_second,
+        "decline": wg.decline_as_second,
+        "revoke": wg.revoke,
+    }[decision]
+    decide(APPROVER, thread.proposal_id)
+    out = thread.confirm()  # the thread's next run, whatever it is resumed with
+    assert asked(out) == []
+    told = last_tool(out)
+    expected = {"approve": ("status", "succeeded"), "decline": ("code", "declined")}
+    key, value = expected.get(decision, ("code", "revoked"))
+    assert told[key] == value, told
+    assert refunds(thread.order) == (1 if decision == "approve" else 0)
 
 
 def test_an_approval_past_expiry_runs_nothing_and_the_thread_is_told(wg: Writegate) -> None:
