@@ -130,8 +130,9 @@ class Decisions:
         nothing. Best effort: a thread left as it was resolves on its next run."""
         requester = Identity(proposal.subject, proposal.tenant_id)
         value = {"action": "confirm", "proposal_id": proposal.proposal_id}
-        # A busy thread, a refusal: the run it has next reads the same ledger.
-        with suppress(WritegateError):
+        # A busy thread, a refusal (the ledger's answer for a confirm of a declined
+        # proposal, say): the question is answered; or its next run reads the same ledger.
+        with suppress(WritegateError, Refused):
             self._decide_locked(requester, proposal.thread_id, value, None)
 
     def _answer_settled(

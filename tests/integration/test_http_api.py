@@ -427,6 +427,23 @@ def test_a_very_large_refund_waits_for_a_second_approver(
     assert provider_refunds(url, order) == 1
 
 
+def test_a_decline_by_the_second_approver_is_told_in_the_requesters_thread(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    carol = {"Authorization": "Bearer " + make_key(url, "user_7", roles=("approver",))}
+    order = new_order(url, payable_minor=1_000_000)
+    thread, pid = propose_refund(client, alice, order, amount="6000.00")
+    status, _ = decide(client, alice, pid, "requester-before-decline", retyped="6000.00")
+    assert status == 200
+    declined = client.post(f"/v1/reviews/{pid}", headers=carol, json={"action": "decline"})
+    assert declined.status_code == 200 and declined.json()["outcome"] == "declined", declined.text
+    page = client.get(f"/v1/threads/{thread}", headers=alice).json()
+    tools = [m for m in page["messages"] if m["role"] == "tool"]
+    assert json.loads(tools[-1]["content"])["code"] == "declined"  # told, without a click
+    assert not [a for a in page["approvals"] if a["pending"]]
+    assert provider_refunds(url, order) == 0
+
+
 def test_an_approver_revokes_an_approval_before_it_runs(
     client: TestClient, url: str, alice: dict[str, str], bob: dict[str, str]
 ) -> None:
