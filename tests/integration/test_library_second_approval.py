@@ -158,6 +158,12 @@ def test_an_approval_past_expiry_runs_nothing_and_the_thread_is_told(wg: Writega
     assert last_tool(thread.confirm())["code"] == "proposal_expired"
     assert refunds(thread.order) == 0
 
+    unanswered = Thread(wg)  # nobody approved it in time: its thread is told on its next run
+    with psycopg.connect(wg.runtime.url, autocommit=True) as conn:
+        conn.execute(EXPIRE_SQL, (unanswered.proposal_id,))
+    assert last_tool(unanswered.confirm())["code"] == "proposal_expired"
+    assert refunds(unanswered.order) == 0
+
 
 def test_who_may_not_approve_is_refused_and_nothing_runs(wg: Writegate) -> None:
     thread = Thread(wg)
