@@ -73,6 +73,9 @@ if TYPE_CHECKING:
     from writegate.graph.identity import (
         ServerUserFields,
     )
+    from writegate.graph.server_resume import (
+        resume_requester,
+    )
     from writegate.graph.writegate import (
         Writegate,
     )
@@ -140,6 +143,7 @@ __all__ = [
     "__version__",
     "error_for_code",
     "read_tool",
+    "resume_requester",
     "write_tool",
 ]
 
@@ -197,6 +201,7 @@ _WHERE = {
     "WritegateError": "writegate.approval.errors",
     "error_for_code": "writegate.approval.errors",
     "read_tool": "writegate.tools.kit",
+    "resume_requester": "writegate.graph.server_resume",
     "write_tool": "writegate.tools.kit",
 }
 

@@ -137,7 +137,8 @@ def execution_audit(
         duration_ms=elapsed_ms(started),
         request_key=execution.request_key,
         proposal_id=execution.proposal_id,
-        approver=proposal.decided_by if proposal else None,
+        # The last approval's person: the second approver where the tier asked for one.
+        approver=(proposal.second_approver or proposal.decided_by) if proposal else None,
         requested_digest=proposal.args_digest if proposal else None,
         approved_digest=execution.args_digest,
         executed_digest=execution.args_digest,

@@ -98,9 +98,23 @@ def default_owner() -> str:
 @dataclass(frozen=True)
 class AwaitingSecond:
     """A confirm at a tier with a second approver: recorded, and nothing runs until an
-    approver of the tenant approves; the requester's next confirm then executes it."""
+    approver of the tenant approves; that approval executes it (`approve_as_second`)."""
 
     proposal: Proposal
+
+
+@dataclass(frozen=True)
+class SecondApproval:
+    """A second approver's approval, and the run it finished: `outcome` is the receipt,
+    or why the write did not run (`state_changed`, ...) or is not settled yet
+    (`outcome_unknown`, `in_progress`); the approval stands either way."""
+
+    proposal: Proposal
+    outcome: Receipt | WritegateError
+
+    def outcome_body(self) -> dict[str, Any]:
+        """The receipt, or the error's structured body, as every way in shows them."""
+        return self.outcome.to_dict()
 
 
 @dataclass(frozen=True)
@@ -147,7 +161,8 @@ class Executor:
         self.store = service.store
         self.retry = retry or RetryPolicy()
         self.owner = owner or default_owner()
-        # Called at each step boundary ("claimed", "downstream_returned", "recorded");
+        # Called at each step boundary ("claimed", "downstream_returned", "recorded"; and
+        # "approved" inside a second approval's transaction, before it commits);
         # the fault-injection suite uses it to kill the process at a precise point.
         self.step_hook = step_hook or (lambda step: None)
         self.sleep = sleep
@@ -181,6 +196,60 @@ class Executor:
         assert isinstance(result, Receipt)  # a token is issued after any second approval
         return result
 
+    def approve_as_second(self, approver: Identity, proposal_id: str) -> SecondApproval:
+        """The last approval finishes the write. In the approval's transaction the write
+        is claimed for its requester through the one path (the token just issued is
+        consumed at once, the execution held under this process's lease); after the
+        commit it is called and recorded here. A process that dies in between leaves a
+        claimed execution whose lease runs out: the reconciler looks it up by its key and
+        finishes it, once. A claim refused (the state moved while the approver thought)
+        is undone alone: the approval stands, and the refusal is the outcome."""
+        started = time.perf_counter()
+        claimed: list[tuple[Identity, _Run | _Answer]] = []
+
+        def claim_in(tx: LedgerTx, approved: Proposal) -> None:
+            requester = Identity(approved.subject, approved.tenant_id)
+            claimed.append((requester, self._claim_approved(tx, requester, approved, started)))
+            self.step_hook("approved")  # claimed with the approval, not committed yet
+
+        parent = tracing.recall(self.store, proposal_id=proposal_id)
+        with tracing.span(
+            "writegate.execute", parent, proposal_id=proposal_id, tenant_id=approver.tenant_id
+        ):
+            approved = self.service.approve_as_second(
+                approver, proposal_id, then=claim_in, runs_in=self.owner
+            )
+            outcome: Receipt | WritegateError
+            try:
+                ((requester, claim),) = claimed
+                done = self._proceed(requester, claim, started)
+                assert isinstance(done, Receipt)  # approved: it waits for nobody else
+                outcome = done
+            except WritegateError as exc:  # committed: the approval stands, this is the run's
+                outcome = exc
+        with self.store.reading() as tx:
+            now = tx.get_proposal(proposal_id, for_update=False)
+        return SecondApproval(now or approved, outcome)
+
+    def _claim_approved(
+        self, tx: LedgerTx, requester: Identity, approved: Proposal, started: float
+    ) -> _Run | _Answer:
+        """`approve_as_second`'s claim: the requester's confirm of their proposal, whose
+        token the approval issued, under a savepoint, so that a refusal undoes only the
+        claim; it is audited and returned, for after the commit."""
+        via = _Via(None, decision=Confirm(action="confirm", proposal_id=approved.proposal_id))
+        try:
+            with tx.savepoint():
+                return self._claim(tx, requester, via, started)
+        except WritegateError as exc:
+            if is_database_outage(exc):
+                raise
+            refusal = execution_refusal_audit(
+                requester, approved.proposal_id, approved.operation, exc, started
+            )
+            tx.insert_audit(refusal)
+            return _Answer(exc)
+
     # -- the one path -----------------------------------------------------------------
 
     def _run(self, identity: Identity, via: _Via) -> Receipt | AwaitingSecond:
@@ -199,23 +268,27 @@ class Executor:
                 if not is_database_outage(exc) and not (via.replayed and via.replayed()):
                     self._audit_refusal(identity, pid, via.operation, exc, started)
                 raise
-            if isinstance(claimed, _Answer):
-                if isinstance(claimed.result, WritegateError):
-                    raise claimed.result
-                return claimed.result
-            execution = claimed.execution
-            tracing.annotate(
-                proposal_id=execution.proposal_id,
-                execution_id=execution.execution_id,
-                request_key=execution.request_key,
-                args_digest=execution.args_digest,
-            )
-            self.step_hook("claimed")
-            if execution.status is ExecutionStatus.SUCCEEDED or _handed_over(execution):
-                return execution_outcome(execution)  # a hand-over: in progress, for reconcile
-            return self._run_downstream(
-                identity, claimed.spec, claimed.proposal, execution, started
-            )
+            return self._proceed(identity, claimed, started)
+
+    def _proceed(
+        self, identity: Identity, claimed: _Run | _Answer, started: float
+    ) -> Receipt | AwaitingSecond:
+        """After the claim committed: its answer, or the call and the record."""
+        if isinstance(claimed, _Answer):
+            if isinstance(claimed.result, WritegateError):
+                raise claimed.result
+            return claimed.result
+        execution = claimed.execution
+        tracing.annotate(
+            proposal_id=execution.proposal_id,
+            execution_id=execution.execution_id,
+            request_key=execution.request_key,
+            args_digest=execution.args_digest,
+        )
+        self.step_hook("claimed")
+        if execution.status is ExecutionStatus.SUCCEEDED or _handed_over(execution):
+            return execution_outcome(execution)  # a hand-over: in progress, for reconcile
+        return self._run_downstream(identity, claimed.spec, claimed.proposal, execution, started)
 
     def _claim(self, tx: LedgerTx, identity: Identity, via: _Via, started: float) -> _Run | _Answer:
         """The claim's transaction (see the module docstring)."""
@@ -245,8 +318,9 @@ class Executor:
         status = proposal.status
         if status is ProposalStatus.EXECUTED:
             return self._duplicate(tx, identity, proposal, locked.execution, started)
-        if status is ProposalStatus.AWAITING_SECOND:
-            return _Answer(AwaitingSecond(proposal))  # confirmed already; the approver is next
+        if status is ProposalStatus.AWAITING_SECOND:  # confirmed already; the approver is next
+            expired = self.service.expire_if_due(tx, identity, proposal, started)
+            return _Answer(expired or AwaitingSecond(proposal))
         if status is ProposalStatus.CONFIRMED:  # its token issued before (a second approval)
             token = locked.token
             if token is None or token.status is not TokenStatus.ISSUED:
@@ -675,5 +749,6 @@ __all__ = [
     "Executor",
     "OutcomeUnknown",
     "RetryPolicy",
+    "SecondApproval",
     "outcome_status",
 ]

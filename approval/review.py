@@ -2,18 +2,20 @@
 
 A second approver is a different user of the same tenant with the `approver` role; the
 database refuses a requester approving their own request even if this code did not.
-Approving issues the token, still bound to the requester (the subject), who receives
-it on their next confirm. Revocation (approver, admin or the requester) stops an
-approval that has not executed; once execution started it says so instead of
-pretending to undo anything. Refused attempts are audited in the actor's tenant.
+Approving issues the token, still bound to the requester (the subject); the executor's
+approval (`Executor.approve_as_second`) consumes it at once, claiming the write in the
+approval's own transaction, and runs it for the requester. Revocation (approver, admin
+or the requester) stops an approval that has not executed; once execution started it
+says so instead of pretending to undo anything. Refused attempts are audited in the actor's tenant.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from writegate.approval.audit import decision_audit, refusal_audit
 from writegate.approval.errors import (
@@ -85,10 +87,26 @@ def awaiting_second(service: ReviewHost, identity: Identity) -> list[Proposal]:
     return [p for p in waiting if p.subject != identity.user_id]
 
 
+# Given the approval's transaction and the approved proposal: what the approval also
+# does before it commits (the executor claims the write it completes, see below).
+Then = Callable[[LedgerTx, Proposal], None]
+
+
 def approve_as_second(
-    service: ReviewHost, identity: Identity, proposal_id: str, *, approve: bool = True
+    service: ReviewHost,
+    identity: Identity,
+    proposal_id: str,
+    *,
+    approve: bool = True,
+    then: Then | None = None,
+    runs_in: str | None = None,
 ) -> Proposal:
-    """Approve (or decline) a proposal its requester confirmed; returns its new state."""
+    """Approve (or decline) a proposal its requester confirmed; returns its new state.
+
+    `then` runs in the approval's transaction, also for a proposal approved before
+    whose write has not run: `Executor.approve_as_second` claims the write there, so
+    an approval that commits has its execution claimed with it. `runs_in`: the process
+    that runs it, written into the approval's audit row."""
     started = time.perf_counter()
     event = "second_approval" if approve else "second_decline"
     expired: WritegateError | None = None
@@ -103,7 +121,9 @@ def approve_as_second(
                     raise ProposalNotPending(
                         "already approved; revoke it instead", state=proposal.status.value
                     )
-                return proposal  # approved already: nothing more to do
+                if then is not None:  # approved already, and not run: run it now
+                    then(tx, proposal)
+                return proposal
             declined = proposal.status is ProposalStatus.DECLINED
             if declined and not approve and proposal.decided_by == identity.user_id:
                 return proposal
@@ -125,13 +145,17 @@ def approve_as_second(
                 # Bound to the requester; this secret is dropped. The requester's next
                 # confirm replaces it with one that only they receive.
                 tx.insert_token(service.new_token(tx, proposal, "wgt_" + secrets.token_urlsafe(32)))
-                tx.insert_audit(_audit(identity, proposal, event, "confirmed", started))
-                return replace(
+                ran = {"runs_in": runs_in} if runs_in else None
+                tx.insert_audit(_audit(identity, proposal, event, "confirmed", started, ran))
+                approved = replace(
                     proposal,
                     status=ProposalStatus.CONFIRMED,
                     second_approver=identity.user_id,
                     second_approved_at=tx.now(),
                 )
+                if then is not None:
+                    then(tx, approved)
+                return approved
             else:
                 tx.transition_proposal(
                     proposal_id,
@@ -188,9 +212,14 @@ def revoke(service: ReviewHost, identity: Identity, proposal_id: str) -> Proposa
 
 
 def _audit(
-    identity: Identity, proposal: Proposal, event: str, status: str, started: float
+    identity: Identity,
+    proposal: Proposal,
+    event: str,
+    status: str,
+    started: float,
+    result: dict[str, Any] | None = None,
 ) -> AuditRecord:
-    return decision_audit(identity, proposal, status, started, event=event)
+    return decision_audit(identity, proposal, status, started, event=event, result=result)
 
 
 def _audit_refusal(

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from writegate.approval.models import Identity, Proposal
+from writegate.approval.money import amount_display
 from writegate.approval.policy import Policy, RiskRules, Tier
 from writegate.approval.retype import Retype, check_retyped, require_retype, retype_for
 
@@ -100,12 +101,12 @@ def risk_inputs(
 
 def _amount_shown(preview: dict[str, Any], declared: dict[str, Any]) -> str:
     """What the person reads for a declared amount: the preview's money field showing
-    it, else the figure itself, said to be in minor units."""
+    it, else the amount in its currency's display form (`EUR 1,000,000.00`)."""
     amount, currency = declared["amount_minor"], declared.get("currency")
     for shown in preview.get("fields", []):
         if shown.get("money_of") and shown.get("value") == amount:
             return str(shown.get("display"))
-    return f"{amount} in {currency} minor units"
+    return amount_display(amount, str(currency or ""))
 
 
 def _band(bands: tuple[tuple[int, int], ...], value: int) -> int:

@@ -580,9 +580,18 @@ class ApprovalService:
 
     # -- second approval and revocation (approval/review.py) --------------------------
 
-    def approve_as_second(self, identity: Identity, proposal_id: str) -> Proposal:
-        """A different approver of the same tenant approves; the token goes to the requester."""
-        return review.approve_as_second(self, identity, proposal_id)
+    def approve_as_second(
+        self,
+        identity: Identity,
+        proposal_id: str,
+        *,
+        then: review.Then | None = None,
+        runs_in: str | None = None,
+    ) -> Proposal:
+        """A different approver of the same tenant approves. Alone this only records the
+        approval (the requester's thread runs it when it next runs); the ways in call
+        `Executor.approve_as_second`, which also runs the write (`then`, see review)."""
+        return review.approve_as_second(self, identity, proposal_id, then=then, runs_in=runs_in)
 
     def decline_as_second(self, identity: Identity, proposal_id: str) -> Proposal:
         return review.approve_as_second(self, identity, proposal_id, approve=False)

@@ -113,6 +113,10 @@ class LedgerReads(Protocol):
 class LedgerTx(LedgerReads, Protocol):
     """One transaction. `conn` is handed to a tool's code so it commits with the ledger."""
 
+    def savepoint(self) -> AbstractContextManager[Any]:
+        """A part of the transaction that an exception undoes alone (a SAVEPOINT)."""
+        ...
+
     # proposals
     def insert_proposal(self, proposal: Proposal, audit: AuditRecord) -> bool:
         """The proposal and its audit row; False, writing nothing, if its call (thread,

@@ -106,9 +106,13 @@ class ProposalView:
     second_approver: str | None
     """The approver who approved it, once one has."""
     revoked_by: str | None
+    outcome: dict[str, Any] | None = None
+    """After a second approval, the write it ran: its receipt (`status` "succeeded"),
+    or the error body saying why it did not run or is not settled yet
+    (`state_changed`, `outcome_unknown`, ...). None everywhere else."""
 
     @classmethod
-    def of(cls, proposal: Proposal) -> Self:
+    def of(cls, proposal: Proposal, outcome: dict[str, Any] | None = None) -> Self:
         preview: PreviewView = proposal.preview  # type: ignore[assignment]  # stored as shown
         return cls(
             proposal_id=proposal.proposal_id,
@@ -128,4 +132,5 @@ class ProposalView:
             decided_by=proposal.decided_by,
             second_approver=proposal.second_approver,
             revoked_by=proposal.revoked_by,
+            outcome=outcome,
         )

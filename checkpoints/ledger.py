@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import fields
 from datetime import datetime
 from enum import Enum
@@ -131,6 +131,9 @@ class PgLedgerTx:
     @property
     def conn(self) -> Connection[DictRow]:
         return self._conn
+
+    def savepoint(self) -> AbstractContextManager[Any]:
+        return self._conn.transaction()  # nested in the open transaction: a SAVEPOINT
 
     def _one(self, query: str, params: Any = None) -> DictRow | None:
         return self._conn.execute(query, params).fetchone()

@@ -59,8 +59,12 @@ _ASK_AGAIN = ("invalid_decision", "retype_mismatch")
 _AWAITING_SECOND = {
     "what": "second_approval",
     "message": "You confirmed; an approver of your tenant must approve this exact preview. "
-    "Confirm again once they have, and it runs.",
+    "Their approval runs it; this question then resolves with its receipt.",
 }
+
+
+def _approved_by_second(proposal: Proposal) -> bool:
+    return proposal.status is ProposalStatus.CONFIRMED and proposal.second_approver is not None
 
 
 class WriteState(TypedDict, total=False):
@@ -133,7 +137,9 @@ class ToolCallGate:
         where = (thread_of(config), str(config.get("configurable", {}).get("checkpoint_ns", "")))
         index = -1
         while True:
-            if proposal.status is ProposalStatus.EXECUTED:  # a re-run after the execution
+            if proposal.status is ProposalStatus.EXECUTED or _approved_by_second(proposal):
+                # A re-run after the execution (the second approval runs it), or after an
+                # approval whose run has not happened: the one run's receipt, never a question.
                 return self._confirmed(call, identity, proposal)
             ended = proposal_error(proposal.status, proposal.proposal_id, proposal.decision_reason)
             if ended is not None and proposal.status is not ProposalStatus.SUPERSEDED:

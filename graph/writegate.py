@@ -217,10 +217,12 @@ class Writegate:
         return [ProposalView.of(proposal) for proposal in waiting]
 
     def approve_as_second(self, identity: Identity, proposal_id: str) -> ProposalView:
-        """Approve as a different user of the same tenant with the `approver` role.
-        Nothing runs yet: the requester's thread, resumed with a confirm, executes it."""
-        approved = self.runtime.service.approve_as_second(_acting(identity), proposal_id)
-        return ProposalView.of(approved)
+        """Approve as a different user of the same tenant with the `approver` role: the
+        last approval runs the write, here and once, for its requester. The view's
+        `outcome` is its receipt, or why it did not run or is not settled yet; the
+        requester's thread gets the same receipt when it next runs (`resume_requester`)."""
+        approved = self.runtime.executor.approve_as_second(_acting(identity), proposal_id)
+        return ProposalView.of(approved.proposal, approved.outcome_body())
 
     def decline_as_second(self, identity: Identity, proposal_id: str) -> ProposalView:
         """Decline as the second approver: the proposal ends declined, and nothing runs."""

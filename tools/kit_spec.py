@@ -26,7 +26,7 @@ import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -34,6 +34,7 @@ from weakref import WeakKeyDictionary
 from writegate.approval.downstream import RetryPolicy
 from writegate.approval.errors import ClarificationNeeded, StateChanged, Unprotected
 from writegate.approval.models import Identity, Preview, SideEffect
+from writegate.approval.money import amount_display
 from writegate.approval.spec import DownstreamResult, ToolContext, Validated, acting_identity
 from writegate.tools.registry import StrictArgs, Tool
 
@@ -325,7 +326,10 @@ class CallableTool(Tool):
             shown = call_hook(self.hooks.preview, args, facts=seen.facts)
         else:
             fields = [PreviewField(key, value) for key, value in args.items()]
-            shown = ToolPreview(fields, f"{self.name} runs once with exactly these arguments.")
+            shown = ToolPreview(
+                self._money_shown(fields, args),
+                f"{self.name} runs once with exactly these arguments.",
+            )
         return Preview(
             title=shown.title or self.description.split("\n")[0][:120] or self.name,
             operation=self.name,
@@ -336,6 +340,24 @@ class CallableTool(Tool):
             irreversible=self.side_effect is not SideEffect.REVERSIBLE,
             external=self.side_effect is SideEffect.EXTERNAL,
         )
+
+    def _money_shown(self, fields: list[PreviewField], args: dict[str, Any]) -> list[PreviewField]:
+        """The default preview's fields, the declared amount's (`amount=`) shown as a
+        person reads it (`EUR 1,000,000.00`): the argument holding that figure, next to
+        the one holding its currency, keeps its exact machine value."""
+        if self.hooks.amount is None:
+            return fields
+        declared = self.risk_inputs(args)
+        minor, currency = declared["amount_minor"], declared["currency"]
+        at = next((f for f in fields if type(f.value) is int and f.value == minor), None)
+        if at is None:
+            return fields  # computed from several arguments: the tier's reasons show it
+        money_of = next(
+            (f.name for f in fields if isinstance(f.value, str) and f.value.upper() == currency),
+            None,
+        )
+        shown = replace(at, display=amount_display(minor, currency), money_of=money_of)
+        return [shown if f is at else f for f in fields]
 
     # -- execute ------------------------------------------------------------------------
 

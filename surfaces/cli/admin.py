@@ -5,11 +5,13 @@ rendered the same way), plus the confirmation tier and why it applies, and appro
 declines it. An approver, an admin or the requester revokes an approval that has not
 executed. This console is an operator tool: whoever runs it states who they are with
 `--user/--tenant` and the roles they act in with `--role`; hosts with a real sign-in
-call `ApprovalService.approve_as_second` / `revoke` with identities from their session.
+call `Executor.approve_as_second` (which runs the write) / `revoke` with identities
+from their session.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
@@ -106,11 +108,12 @@ def approve(
         if decline:
             done = service.decline_as_second(identity, proposal_id)
         else:
-            done = service.approve_as_second(identity, proposal_id)
+            approved = runtime.executor.approve_as_second(identity, proposal_id)
+            done = approved.proposal
         pid, status = markup_safe(proposal_id), markup_safe(done.status.value)
         console.print(f"[green]ok[/green] {pid} is now [bold]{status}[/bold]")
-        if not decline:
-            console.print(inert(f"{done.subject}'s next confirm receives the one-time token."))
+        if not decline:  # the approval ran it, for the requester: say how that ended
+            console.print(inert(json.dumps(approved.outcome_body(), default=str)))
 
 
 def revoke(

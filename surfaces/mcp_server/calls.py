@@ -137,9 +137,9 @@ class Calls:
             "status": SECOND_APPROVAL,
             "requires_user_confirmation": True,
             "message": (
-                "Nothing was executed. The person confirmed; this operation's tier also "
-                "needs a second approver. Once they have approved, call this tool again "
-                "with the same arguments to receive the token."
+                "Nothing was executed yet. The person confirmed; this operation's tier "
+                "also needs a second approver, whose approval runs it. Call this tool "
+                "again with the same arguments to read its receipt, or how it ended."
             ),
         }
 

@@ -17,6 +17,7 @@ cancelled approval (docs/failover.md).
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 
 from langgraph.types import Command
@@ -35,7 +36,7 @@ from writegate.approval.errors import (
     WritegateError,
     error_for_code,
 )
-from writegate.approval.models import DECIDABLE, Identity, ProposalStatus
+from writegate.approval.models import DECIDABLE, Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import execution_outcome, proposal_error
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.store.http_store import HttpStore
@@ -140,6 +141,19 @@ class Decisions:
                 return self._answer(identity, value, edited, messages, {}, replayed=True, lost=True)
         finally:
             held.release()
+
+    def resume_requester(self, proposal: Proposal) -> None:
+        """After the second approval ran `proposal`: resume its requester's thread, as
+        they would with a click, so that the question resolves with the receipt and the
+        model's answer is on their page. Their question, if open, is answered `confirm`:
+        the graph finds the proposal executed and answers with its receipt, asking
+        nothing. Best effort: a thread left as it was resolves on its next run."""
+        requester = Identity(proposal.subject, proposal.tenant_id)
+        value = {"action": "confirm", "proposal_id": proposal.proposal_id}
+        # A busy thread, a refusal (the ledger's answer for a confirm of a declined
+        # proposal, say): the question is answered; or its next run reads the same ledger.
+        with suppress(WritegateError, Refused):
+            self._decide_locked(requester, proposal.thread_id, value, None)
 
     def _answer_settled(
         self, identity: Identity, thread_id: str, value: dict[str, Any], edited: str | None

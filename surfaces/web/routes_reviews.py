@@ -2,8 +2,9 @@
 
 A high tier asks a second person to approve a proposal its requester confirmed. Only
 keys with the `approver` role review, never their own requests (403 `self_approval`).
-An approval releases the execution to the requester, whose next confirm runs it; the
-graph is not resumed here, because the question belongs to the requester's thread.
+The last approval runs the write, here, once, for the requester; then the service
+resumes the requester's thread itself, so their page shows the receipt and the model's
+answer without a click of theirs.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Path
 
+from writegate.approval.models import Receipt
 from writegate.surfaces.web.auth import CurrentIdentity
 from writegate.surfaces.web.errors import responses
 from writegate.surfaces.web.inputs import ID_PATTERN, ReviewIn
 from writegate.surfaces.web.schemas import ApprovalList, ReviewResult
 from writegate.surfaces.web.services import Svc
-from writegate.surfaces.web.views import approval_view, proposal_row
+from writegate.surfaces.web.views import approval_view, proposal_row, receipt_view
 
 router = APIRouter(prefix="/v1/reviews", tags=["reviews"])
 
@@ -41,14 +43,23 @@ def review(
     identity: CurrentIdentity,
     svc: Svc,
 ) -> ReviewResult:
-    """Approve or decline, as the second approver. Answering the same way twice is safe."""
-    service = svc.runtime.service
-    if answer.action == "approve":
-        proposal = service.approve_as_second(identity, proposal_id)
-    else:
-        proposal = service.decline_as_second(identity, proposal_id)
+    """Approve (which runs the write) or decline, as the second approver. Answering the
+    same way twice is safe."""
+    if answer.action == "decline":
+        proposal = svc.runtime.service.decline_as_second(identity, proposal_id)
+        svc.decisions.resume_requester(proposal)  # their question ends: declined
+        return ReviewResult(
+            proposal_id=proposal_id,
+            outcome="declined",
+            approval=approval_view(proposal_row(proposal), svc.runtime.views.now()),
+        )
+    approved = svc.runtime.executor.approve_as_second(identity, proposal_id)
+    svc.decisions.resume_requester(approved.proposal)
+    outcome = approved.outcome
     return ReviewResult(
         proposal_id=proposal_id,
-        outcome="approved" if answer.action == "approve" else "declined",
-        approval=approval_view(proposal_row(proposal), svc.runtime.views.now()),
+        outcome="approved",
+        approval=approval_view(proposal_row(approved.proposal), svc.runtime.views.now()),
+        receipt=receipt_view(outcome) if isinstance(outcome, Receipt) else None,
+        error=None if isinstance(outcome, Receipt) else outcome.to_dict(),
     )

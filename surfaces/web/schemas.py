@@ -113,6 +113,14 @@ class ReviewResult(OutModel):
     proposal_id: str
     outcome: Literal["approved", "declined"]
     approval: ApprovalView
+    receipt: Receipt | None = Field(
+        default=None, description="The write the approval ran, once it succeeded."
+    )
+    error: dict[str, Any] | None = Field(
+        default=None,
+        description="Approved, but the write did not run (`state_changed`, ...) or is not "
+        "settled yet (`outcome_unknown`): its error body. The approval stands.",
+    )
 
 
 class ApprovalList(OutModel):
@@ -238,3 +246,4 @@ class Health(OutModel):
 
 
 ErrorBody.model_rebuild()
+ReviewResult.model_rebuild()

@@ -61,6 +61,17 @@ class MemoryLedgerTx:
     def now(self) -> datetime:
         return self._now
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        saved, saved_conn = copy.deepcopy(self.s.__dict__), copy.deepcopy(self.conn)
+        try:
+            yield
+        except BaseException:
+            self.s.__dict__.update(saved)
+            if self.conn is not None:  # a tool's fake handle, restored like the ledger
+                self.conn.__dict__.update(saved_conn.__dict__)
+            raise
+
     def failed_over_since(self, moment: datetime) -> bool:
         return False  # memory has no standby to fail over to
 

@@ -5,6 +5,7 @@ Each scenario refunds its own fresh order, and counts what reached the provider.
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import timedelta
 from typing import Any
@@ -386,7 +387,7 @@ def test_a_very_large_refund_waits_for_a_second_approver(
 ) -> None:
     carol = {"Authorization": "Bearer " + make_key(url, "user_7", roles=("approver",))}
     order = new_order(url, payable_minor=1_000_000)
-    _, pid = propose_refund(client, alice, order, amount="6000.00")
+    thread, pid = propose_refund(client, alice, order, amount="6000.00")
     status, first = decide(client, alice, pid, "requester", retyped="6000.00")
     assert status == 200 and first["outcome"] == "awaiting_second_approval", first
     assert (
@@ -404,24 +405,52 @@ def test_a_very_large_refund_waits_for_a_second_approver(
     waiting = client.get("/v1/reviews", headers=carol).json()["approvals"]
     assert [a["requested_by"] for a in waiting if a["proposal_id"] == pid] == ["user_42"]
     approved = client.post(f"/v1/reviews/{pid}", headers=carol, json={"action": "approve"})
-    assert (
-        approved.status_code == 200 and approved.json()["approval"]["second_approver"] == "user_7"
+    assert approved.status_code == 200, approved.text
+    review = approved.json()
+    assert (review["approval"]["second_approver"], review["approval"]["status"]) == (
+        "user_7",
+        "executed",
     )
-    assert provider_refunds(url, order) == 0  # approving releases the run; it does not run it
+    assert review["receipt"]["status"] == "succeeded"
+    assert provider_refunds(url, order) == 1  # the approval ran it
 
-    status, done = decide(client, alice, pid, "requester-again")
+    # The requester's thread was resumed by the service: the receipt and the model's
+    # answer are there without a click of theirs, and no question is left open.
+    page = client.get(f"/v1/threads/{thread}", headers=alice).json()
+    tools = [m for m in page["messages"] if m["role"] == "tool"]
+    assert json.loads(tools[-1]["content"])["execution_id"] == review["receipt"]["execution_id"]
+    assert page["messages"][-1]["role"] == "assistant"
+    assert not [a for a in page["approvals"] if a["pending"]]
+
+    status, done = decide(client, alice, pid, "requester-again")  # a late click: the receipt
     assert status == 200 and done["outcome"] == "executed", done
     assert provider_refunds(url, order) == 1
 
 
-def test_an_approver_revokes_a_confirmed_approval_before_it_runs(
+def test_a_decline_by_the_second_approver_is_told_in_the_requesters_thread(
+    client: TestClient, url: str, alice: dict[str, str]
+) -> None:
+    carol = {"Authorization": "Bearer " + make_key(url, "user_7", roles=("approver",))}
+    order = new_order(url, payable_minor=1_000_000)
+    thread, pid = propose_refund(client, alice, order, amount="6000.00")
+    status, _ = decide(client, alice, pid, "requester-before-decline", retyped="6000.00")
+    assert status == 200
+    declined = client.post(f"/v1/reviews/{pid}", headers=carol, json={"action": "decline"})
+    assert declined.status_code == 200 and declined.json()["outcome"] == "declined", declined.text
+    page = client.get(f"/v1/threads/{thread}", headers=alice).json()
+    tools = [m for m in page["messages"] if m["role"] == "tool"]
+    assert json.loads(tools[-1]["content"])["code"] == "declined"  # told, without a click
+    assert not [a for a in page["approvals"] if a["pending"]]
+    assert provider_refunds(url, order) == 0
+
+
+def test_an_approver_revokes_an_approval_before_it_runs(
     client: TestClient, url: str, alice: dict[str, str], bob: dict[str, str]
 ) -> None:
     carol = {"Authorization": "Bearer " + make_key(url, "user_7", roles=("approver",))}
     order = new_order(url, payable_minor=1_000_000)
     _, pid = propose_refund(client, alice, order, amount="6000.00")
     decide(client, alice, pid, "requester", retyped="6000.00")
-    client.post(f"/v1/reviews/{pid}", headers=carol, json={"action": "approve"})
 
     no_role = client.post(f"/v1/approvals/{pid}/revoke", headers=bob)
     assert no_role.status_code == 404  # bob is neither requester nor approver: not his to see
@@ -429,6 +458,8 @@ def test_an_approver_revokes_a_confirmed_approval_before_it_runs(
     assert revoked.status_code == 200 and revoked.json()["status"] == "revoked", revoked.text
     status, refused = decide(client, alice, pid, "after-revoke")
     assert status == 409 and refused["code"] == "revoked", refused
+    late = client.post(f"/v1/reviews/{pid}", headers=carol, json={"action": "approve"})
+    assert late.status_code == 409 and late.json()["code"] == "proposal_not_pending"
     assert provider_refunds(url, order) == 0
 
 

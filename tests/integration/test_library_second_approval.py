@@ -8,7 +8,9 @@ import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
+from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
@@ -24,6 +26,7 @@ from tests.integration.library_helpers import (
 from writegate import Identity, MissingIdentity, ProposalView, Writegate, WritegateError
 
 TENANT = "tenant_2nd"
+EXPIRE_SQL = "UPDATE writegate.proposals SET expires_at = now() WHERE proposal_id = %s"
 REQUESTER = Identity("clerk", TENANT)
 APPROVER = Identity("lead", TENANT, frozenset({"approver"}))
 
@@ -34,14 +37,27 @@ def wg(create_database: Callable[[], str]) -> Iterator[Writegate]:
         yield gate
 
 
+def _middleware(wg: Writegate, model: Any) -> Any:
+    return create_agent(
+        model, tools=[refund_order], middleware=[wg.middleware()], checkpointer=wg.checkpointer
+    )
+
+
+WAYS: dict[str, Callable[[Writegate, Any], Any]] = {
+    "tool_node": hand_built,
+    "middleware": _middleware,
+    "build_agent": lambda wg, model: wg.build_agent(model),
+}
+
+
 class Thread:
     """The requester's conversation: a ¥8,000.00 refund confirmed with its re-typed
     amount, now waiting for a second approver (score 6: +3 amount, +2 external, +1)."""
 
-    def __init__(self, wg: Writegate, who: Identity = REQUESTER) -> None:
+    def __init__(self, wg: Writegate, who: Identity = REQUESTER, way: str = "tool_node") -> None:
         self.order = f"ord_{secrets.token_hex(4)}"
         call = tool_call("refund_order", order_ref=self.order, cents=800_000, currency="CNY")
-        self.graph = hand_built(wg, scripted([call], "done", "done"))
+        self.graph = WAYS[way](wg, scripted([call], "done", "done"))
         given = {"thread_id": f"th_{secrets.token_hex(5)}", "user_id": who.user_id}
         self.config = {"configurable": {**given, "tenant_id": who.tenant_id}}
         (self.question,) = asked(self.graph.invoke({"messages": [HumanMessage("go")]}, self.config))
@@ -65,7 +81,7 @@ def refused(call: Callable[[], Any]) -> dict[str, Any]:
     return body
 
 
-def test_approved_by_a_second_person_the_thread_runs_it_once(wg: Writegate) -> None:
+def test_approved_by_a_second_person_it_runs_once(wg: Writegate) -> None:
     thread = Thread(wg)
     waiting = [
         p for p in wg.awaiting_second_approval(APPROVER) if p.proposal_id == thread.proposal_id
@@ -77,8 +93,8 @@ def test_approved_by_a_second_person_the_thread_runs_it_once(wg: Writegate) -> N
     assert refunds(thread.order) == 0
 
     approved = wg.approve_as_second(APPROVER, thread.proposal_id)
-    assert (approved.status, approved.second_approver) == ("confirmed", "lead")
-    assert refunds(thread.order) == 0  # approving is not executing
+    assert (approved.status, approved.second_approver) == ("executed", "lead")
+    assert refunds(thread.order) == 1  # the last approval ran it
     assert thread.proposal_id not in {p.proposal_id for p in wg.awaiting_second_approval(APPROVER)}
 
     receipt = last_tool(thread.confirm())  # the requester's thread resumes
@@ -92,6 +108,61 @@ def test_approved_by_a_second_person_the_thread_runs_it_once(wg: Writegate) -> N
     ]
     assert ("lead", "second_approval", "confirmed") in events
     assert ("clerk", "execute", "succeeded") in events
+
+
+def test_the_approval_runs_the_write_once_and_the_thread_gets_its_receipt(wg: Writegate) -> None:
+    thread = Thread(wg)
+    approved = wg.approve_as_second(APPROVER, thread.proposal_id)
+    assert refunds(thread.order) == 1  # run by the approval: the requester did nothing
+    assert approved.status == "executed" and approved.outcome is not None
+    assert approved.outcome["status"] == "succeeded"
+
+    out = thread.confirm()  # the requester's thread, when it next runs, for any answer
+    assert asked(out) == []  # not asked again
+    receipt = last_tool(out)
+    assert receipt["execution_id"] == approved.outcome["execution_id"]
+    assert refunds(thread.order) == 1
+    thread.confirm()
+    assert refunds(thread.order) == 1  # a replayed resume runs nothing
+    rows = wg.audit(TENANT, proposal_id=thread.proposal_id)
+    (ran,) = [r for r in rows if (r.event, r.status) == ("execute", "succeeded")]
+    assert (ran.user_id, ran.approver) == ("clerk", "lead")  # for the requester, by the lead
+
+
+@pytest.mark.parametrize("way", sorted(WAYS))
+@pytest.mark.parametrize("decision", ["approve", "decline", "revoke"])
+def test_every_way_in_ends_the_same_way(wg: Writegate, way: str, decision: str) -> None:
+    thread = Thread(wg, way=way)
+    decide = {
+        "approve": wg.approve_as_second,
+        "decline": wg.decline_as_second,
+        "revoke": wg.revoke,
+    }[decision]
+    decide(APPROVER, thread.proposal_id)
+    out = thread.confirm()  # the thread's next run, whatever it is resumed with
+    assert asked(out) == []
+    told = last_tool(out)
+    expected = {"approve": ("status", "succeeded"), "decline": ("code", "declined")}
+    key, value = expected.get(decision, ("code", "revoked"))
+    assert told[key] == value, told
+    assert refunds(thread.order) == (1 if decision == "approve" else 0)
+
+
+def test_an_approval_past_expiry_runs_nothing_and_the_thread_is_told(wg: Writegate) -> None:
+    thread = Thread(wg)
+    with psycopg.connect(wg.runtime.url, autocommit=True) as conn:  # its day has gone by
+        conn.execute(EXPIRE_SQL, (thread.proposal_id,))
+    assert refused(lambda: wg.approve_as_second(APPROVER, thread.proposal_id))["code"] == (
+        "proposal_expired"
+    )
+    assert last_tool(thread.confirm())["code"] == "proposal_expired"
+    assert refunds(thread.order) == 0
+
+    unanswered = Thread(wg)  # nobody approved it in time: its thread is told on its next run
+    with psycopg.connect(wg.runtime.url, autocommit=True) as conn:
+        conn.execute(EXPIRE_SQL, (unanswered.proposal_id,))
+    assert last_tool(unanswered.confirm())["code"] == "proposal_expired"
+    assert refunds(unanswered.order) == 0
 
 
 def test_who_may_not_approve_is_refused_and_nothing_runs(wg: Writegate) -> None:
@@ -128,11 +199,13 @@ def test_declined_by_the_second_approver_the_thread_is_told_and_nothing_runs(
     )
 
 
-def test_revoked_after_approval_the_thread_is_told_and_nothing_runs(wg: Writegate) -> None:
+def test_revoked_before_approval_the_thread_is_told_and_nothing_runs(wg: Writegate) -> None:
     thread = Thread(wg)
-    wg.approve_as_second(APPROVER, thread.proposal_id)
     revoked = wg.revoke(APPROVER, thread.proposal_id)
     assert (revoked.status, revoked.revoked_by) == ("revoked", "lead")
+    assert refused(lambda: wg.approve_as_second(APPROVER, thread.proposal_id))["code"] == (
+        "proposal_not_pending"
+    )
     assert last_tool(thread.confirm())["code"] == "revoked"
     assert refunds(thread.order) == 0
 

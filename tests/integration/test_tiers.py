@@ -48,6 +48,7 @@ from tests.integration.tier_helpers import (
 )
 from writegate.__main__ import command
 from writegate.approval import errors
+from writegate.approval.decisions import Confirm
 from writegate.approval.models import Identity, ProposalStatus
 from writegate.approval.policy import parse_policy
 from writegate.approval.service import ApprovalService, Confirmation
@@ -123,7 +124,8 @@ def test_second_approver_tier_refuses_self_other_tenant_and_no_role(rt):
     assert refunds_of(rt, order) == 1
     audit = list(rt.store.audit_rows(TENANT, proposal_id=proposal.proposal_id))
     assert [(r["event"], r["status"]) for r in audit if r["approver"] == "lead_1"] == [
-        ("second_approval", "confirmed")
+        ("second_approval", "confirmed"),
+        ("execute", "succeeded"),  # the run names the approval that let it run
     ]
 
 
@@ -299,11 +301,29 @@ def test_console_shows_the_same_preview_then_approves_and_revokes(rt, monkeypatc
     assert "second_approver" in undecided.output and "amount ¥6,000.00 (+3)" in undecided.output
     approved = run_cli(rt, "approve", proposal.proposal_id, *me, stdin="y\n")
     assert approved.exit_code == 0, approved.output
+    assert "executed" in approved.output and '"status": "succeeded"' in approved.output
     assert rt.service.get_proposal(REQUESTER, proposal.proposal_id).second_approver == "lead_1"
-    revoked = run_cli(rt, "revoke", proposal.proposal_id, *me)
-    assert revoked.exit_code == 0 and "revoked" in revoked.output
-    with pytest.raises(errors.ProposalNotPending):  # the requester comes back: it is gone
-        confirm(rt, proposal)
+    assert refunds_of(rt, order) == 1  # the approval ran it
+    too_late = run_cli(rt, "revoke", proposal.proposal_id, *me)
+    assert too_late.exit_code == 1 and "revoke_too_late" in too_late.output
+    assert refunds_of(rt, order) == 1
+
+
+def test_an_approval_whose_write_is_refused_stands_and_runs_nothing(rt):
+    order = new_order(rt, 600000)
+    proposal = propose_refund(rt, order, 600000)
+    confirm(rt, proposal, "¥6,000.00")
+    with rt.pool.connection() as conn:  # the order moves while the approver thinks
+        conn.execute("UPDATE orders SET version = version + 1 WHERE order_id = %s", (order,))
+    approved = rt.executor.approve_as_second(APPROVER, proposal.proposal_id)
+    assert approved.outcome_body()["code"] == "state_changed"
+    assert (approved.proposal.status, approved.proposal.second_approver) == (
+        ProposalStatus.CONFIRMED,
+        "lead_1",
+    )  # the approval stands; only the claim was undone
+    assert refunds_of(rt, order) == 0
+    with pytest.raises(errors.StateChanged):  # the requester's thread is told the same
+        rt.executor.confirm(REQUESTER, Confirm(action="confirm", proposal_id=proposal.proposal_id))
     assert refunds_of(rt, order) == 0
 
 

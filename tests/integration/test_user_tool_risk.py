@@ -114,7 +114,7 @@ def test_a_declared_amount_raises_the_tier_of_a_users_tool(wg: Writegate) -> Non
     strongest = shipped.tiers[-1]
     assert confirmation["tier"] == strongest.name  # EUR 1,000,000: the shipped top band
     assert confirmation["second_approver"] is True
-    assert "amount 100000000 in EUR minor units (+5)" in confirmation["reasons"]
+    assert "amount EUR 1,000,000.00 (+5)" in confirmation["reasons"]  # as a person reads it
 
 
 def test_a_declared_scope_is_scored_like_a_batch(wg: Writegate) -> None:
@@ -187,3 +187,25 @@ def test_a_proposal_past_its_tools_expiry_on_the_database_clock_runs_nothing(
     out = graph.invoke(Command(resume=answer), cfg)
     assert last_tool(out)["code"] == "proposal_expired"
     assert not [entry for entry in SENT.values() if entry.get("seat") == "1A"]
+
+
+def test_a_declared_amount_is_shown_and_retyped_as_a_person_reads_it(wg: Writegate) -> None:
+    graph, cfg, question = ask(
+        wg, "send_invoice", customer="c1", total_cents=100_000_000, currency="EUR"
+    )
+    fields = {f["name"]: f for f in question.value["preview"]["fields"]}
+    assert fields["total_cents"]["value"] == 100_000_000  # the machine value stays exact
+    assert fields["total_cents"]["display"] == "EUR 1,000,000.00"
+    confirmation = question.value["preview"]["confirmation"]
+    assert "amount EUR 1,000,000.00 (+5)" in confirmation["reasons"]
+    answer = {"action": "confirm", "proposal_id": question.value["proposal_id"]}
+    (refused,) = asked(graph.invoke(Command(resume={**answer, "retyped": "100000000"}), cfg))
+    assert refused.value["error"]["code"] == "retype_mismatch"  # not what the preview showed
+    (waiting,) = asked(graph.invoke(Command(resume={**answer, "retyped": "EUR 1,000,000.00"}), cfg))
+    assert waiting.value["awaiting"]["what"] == "second_approval"  # accepted as shown
+
+
+def test_a_currency_without_minor_units_is_shown_whole(wg: Writegate) -> None:
+    question = ask(wg, "send_invoice", customer="c1", total_cents=150_000_000, currency="JPY")[2]
+    fields = {f["name"]: f for f in question.value["preview"]["fields"]}
+    assert fields["total_cents"]["display"] == "JPY 150,000,000"  # JPY has no minor unit

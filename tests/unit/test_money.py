@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from writegate.approval.money import amount_display
 from writegate.tools.demo.money import AmountError, format_major, format_minor, parse_major
 
 
@@ -38,3 +39,11 @@ def test_editable_form_round_trips_through_parse() -> None:
     for minor, currency in ((19900, "CNY"), (5, "USD"), (600, "JPY"), (123456789, "EUR")):
         assert parse_major(format_major(minor, currency), currency) == minor
         assert parse_major(format_minor(minor, currency), currency) == minor
+
+
+def test_a_declared_amount_is_shown_with_its_currencys_minor_unit_exponent() -> None:
+    assert amount_display(100_000_000, "EUR") == "EUR 1,000,000.00"
+    assert amount_display(150_000_000, "jpy") == "JPY 150,000,000"  # no minor unit
+    assert amount_display(1_234_567, "KWD") == "KWD 1,234.567"  # three decimals
+    assert amount_display(-5, "USD") == "USD -0.05"
+    assert amount_display(7, "points") == "7 minor units of points"  # not a currency code

@@ -25,7 +25,8 @@ WRITEGATE = [
     "Receipt", "RejectDecision", "RespondWith", "RetryPolicy", "ReviewConfig", "ScopeChanged",
     "ScopeOf", "ServerUserFields", "StateChanged", "TemporarilyUnavailable", "ToolPreview",
     "Unprotected", "UpstreamTimeout", "ValidationFailed", "WriteToolOptions", "Writegate",
-    "WritegateError", "__version__", "error_for_code", "read_tool", "write_tool",
+    "WritegateError", "__version__", "error_for_code", "read_tool", "resume_requester",
+    "write_tool",
 ]  # fmt: skip
 TESTING = [
     "Fault", "FaultHook", "Outcome", "ReadScenario", "Report", "Scenario", "ScenarioResult",

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal, get_args
 
+from writegate.approval.money import grouped, minor_exponent
+
 # The closed set of currencies the tools accept; the JSON schemas list exactly these.
 CurrencyCode = Literal["CNY", "USD", "EUR", "JPY"]
 CURRENCY_CODES: tuple[str, ...] = get_args(CurrencyCode)
@@ -26,11 +28,17 @@ class CurrencyInfo:
     name: str
 
 
+def _info(code: str, symbol: str, name: str) -> CurrencyInfo:
+    exponent = minor_exponent(code)  # the library's table: one source of decimal places
+    assert exponent is not None
+    return CurrencyInfo(code, symbol, exponent, name)
+
+
 CURRENCIES: dict[str, CurrencyInfo] = {
-    "CNY": CurrencyInfo("CNY", "¥", 2, "Chinese yuan"),
-    "USD": CurrencyInfo("USD", "$", 2, "US dollar"),
-    "EUR": CurrencyInfo("EUR", "€", 2, "euro"),
-    "JPY": CurrencyInfo("JPY", "¥", 0, "Japanese yen"),
+    "CNY": _info("CNY", "¥", "Chinese yuan"),
+    "USD": _info("USD", "$", "US dollar"),
+    "EUR": _info("EUR", "€", "euro"),
+    "JPY": _info("JPY", "¥", "Japanese yen"),
 }
 
 
@@ -43,10 +51,7 @@ def format_minor(amount_minor: int, currency: str) -> str:
         # An unknown currency's decimal places are unknown too: show the raw figure
         # rather than guess where the point goes.
         return f"{sign}{magnitude} minor units of {currency}"
-    if info.decimals == 0:
-        return f"{sign}{info.symbol}{magnitude:,}"
-    major, minor = divmod(magnitude, 10**info.decimals)
-    return f"{sign}{info.symbol}{major:,}.{minor:0{info.decimals}d}"
+    return f"{sign}{info.symbol}{grouped(magnitude, info.decimals)}"
 
 
 def describe_currency(currency: str) -> str:

@@ -657,7 +657,11 @@ async function followWaitingCards() {
   for (const card of state.cards.values()) {
     if (card.approval.status !== "awaiting_second_approval" || card.busy) continue;
     const r = await call("GET", `/v1/approvals/${encodeURIComponent(card.approval.proposal_id)}`);
-    if (r.ok) upsertCard(r.data);
+    if (!r.ok) continue;
+    if (r.data.status === "awaiting_second_approval") upsertCard(r.data);
+    // The approver decided, and the service resumed this thread: show its receipt and
+    // the model's answer, without a click.
+    else if (state.thread) return openThread(state.thread);
   }
 }
 

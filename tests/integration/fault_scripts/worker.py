@@ -1,4 +1,5 @@
-"""A child process for the fault-injection suite: executes, reconciles or runs the graph.
+"""A child process for the fault-injection suite: executes, approves as the second
+approver (which executes), reconciles or runs the graph.
 
     python -m tests.integration.fault_scripts.worker     (one JSON job on stdin)
 
@@ -68,6 +69,10 @@ def run_ledger_job(job: dict[str, Any]) -> dict[str, Any]:
     executor = Executor(service, retry=retry, step_hook=hook)
     identity = Identity(job["user"], job["tenant"])
     _barrier(job)
+    if job["mode"] == "second_approve":  # the approver's process: the approval runs it
+        approver = Identity(job["approver"], job["tenant"], frozenset({"approver"}))
+        approved = executor.approve_as_second(approver, job["proposal_id"])
+        return approved.outcome_body()
     token = job.get("token", "")
     if job["mode"] == "confirm_execute":
         confirmation = service.decide(
