@@ -21,7 +21,7 @@ from writegate.approval.policy import PolicyError
 from writegate.approval.tracing_setup import configure_from_env
 from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
-from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threads
+from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threads, webhooks
 from writegate.surfaces.cli.common import err_console
 from writegate.surfaces.cli.terminal import markup_safe
 
@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[Register, ...] = (
     ops.register,
     serve.register,
     admin.register,
+    webhooks.register,
 )
 
 
