@@ -1,7 +1,7 @@
 """Events that leave writegate, their deliveries and the rules of sending them.
 
 An event is a row of the outbox, written by the database in the transaction of the
-state change that caused it (`checkpoints/schema.py`, migration 5), one per endpoint
+state change that caused it (`checkpoints/schema.py`, the outbox migration), one per endpoint
 of the proposal's tenant; `approval/delivery.py` sends them (docs/webhooks.md).
 """
 

@@ -1,6 +1,6 @@
 """SQL for the webhook outbox: endpoints, the expiry warnings, claims and their outcomes.
 
-The events themselves are written by triggers (`schema.py`, migration 5) in the
+The events themselves are written by triggers (`schema.py`, the outbox migration) in the
 transaction that caused them. A deliverer claims with `FOR UPDATE SKIP LOCKED`, so any
 number of them, in any number of processes, each get different rows; the claim moves
 the row's next attempt past the lease, so a deliverer that dies mid-send leaves a row
