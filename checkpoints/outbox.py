@@ -50,7 +50,7 @@ class PgOutbox:
         url: str,
         secret: str,
         event_types: Sequence[str] | None = None,
-        expiring_within: timedelta = timedelta(minutes=15),
+        expiring_within: timedelta = timedelta(minutes=5),
     ) -> Endpoint:
         params = {
             "endpoint_id": endpoint_id,

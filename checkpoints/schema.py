@@ -420,7 +420,7 @@ CREATE TABLE writegate.webhook_endpoints (
     url              text NOT NULL,
     secret           text NOT NULL,
     event_types      text[],
-    expiring_within  interval NOT NULL DEFAULT '15 minutes',
+    expiring_within  interval NOT NULL DEFAULT '5 minutes',
     created_at       timestamptz NOT NULL DEFAULT now(),
     removed_at       timestamptz
 );

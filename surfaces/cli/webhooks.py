@@ -58,7 +58,7 @@ def add(
     expiring_within: Annotated[
         float,
         typer.Option("--expiring-within", min=1.0, help="Seconds before expiry to warn."),
-    ] = 900.0,
+    ] = 300.0,
     as_json: AsJson = False,
 ) -> None:
     """Add an endpoint for a tenant; prints its signing secret (`whsec_...`), once."""
