@@ -532,6 +532,32 @@ CREATE TRIGGER executions_outbox_update AFTER UPDATE OF status ON writegate.exec
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status
         AND NEW.status IN ('succeeded', 'escalated'))
     EXECUTE FUNCTION writegate.execution_events();
+
+-- What the check after a promotion left for a person (approval/failover.py): the same
+-- event as an escalated execution, for the tenant it names.
+CREATE FUNCTION writegate.failover_escalation_events() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_data jsonb;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM writegate.webhook_endpoints e
+                   WHERE e.tenant_id = NEW.tenant_id AND e.removed_at IS NULL) THEN
+        RETURN NULL;
+    END IF;
+    SELECT writegate.proposal_data(p) INTO v_data
+    FROM writegate.proposals p WHERE p.proposal_id = NEW.proposal_id;
+    v_data := COALESCE(v_data, jsonb_build_object('proposal_id', NEW.proposal_id,
+        'tenant_id', NEW.tenant_id, 'operation', NEW.operation))
+        || jsonb_build_object('request_key', NEW.request_key, 'execution_status', 'escalated',
+            'escalation', NEW.reason, 'after_failover', true);
+    PERFORM writegate.emit_event('execution.escalated', 'failover:' || NEW.escalation_id,
+        NEW.tenant_id, v_data);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER failover_escalations_outbox AFTER INSERT ON writegate.failover_escalations
+    FOR EACH ROW WHEN (NEW.tenant_id IS NOT NULL)
+    EXECUTE FUNCTION writegate.failover_escalation_events();
 """,
 ]
 

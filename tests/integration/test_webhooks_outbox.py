@@ -174,6 +174,23 @@ def test_an_outcome_escalated_to_a_person_is_an_event(rt) -> None:
     assert data["preview"]["title"] and data["execution_id"] == receipt.execution_id
 
 
+def test_what_the_check_after_a_failover_escalates_is_an_event_too(rt) -> None:
+    tenant = Tenant(rt)
+    tenant.endpoint()
+    proposal = tenant.refund()
+    found = """INSERT INTO writegate.failover_escalations
+        (request_key, operation, tenant_id, proposal_id, timeline_id, reason)
+        VALUES (%s, 'refund_order', %s, %s, 2, '{"why": "lost with the old primary"}')"""
+    with rt.pool.connection() as conn:
+        conn.execute(found, (proposal.request_key, tenant.id, proposal.proposal_id))
+    (_, escalated) = tenant.rows()
+    assert escalated["event_type"] == "execution.escalated"
+    data = escalated["payload"]["data"]
+    assert data["proposal_id"] == proposal.proposal_id
+    assert data["request_key"] == proposal.request_key
+    assert data["after_failover"] is True and data["escalation"]["why"]
+
+
 def test_a_removed_endpoint_gets_nothing_more(rt) -> None:
     tenant = Tenant(rt)
     endpoint = tenant.endpoint()
