@@ -314,3 +314,9 @@ def test_the_cli_lists_failing_deliveries_and_replays_one(rt, cli, receiver) -> 
     assert json.loads(cli("failing", "--tenant", tenant.id, "--json").output) == []
     assert len({h["webhook-id"] for h, _ in Received.seen}) == 1 and len(Received.seen) == 4
     assert isinstance(cli("replay", "999999999").exception, NotFound)
+
+
+def test_every_webhooks_subcommand_has_help(cli) -> None:
+    for sub in ([], ["add"], ["list"], ["remove"], ["failing"], ["replay"], ["deliver"]):
+        shown = cli(*sub, "--help")
+        assert shown.exit_code == 0 and "Usage" in shown.output, (sub, shown.output)
