@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from writegate.approval.events import Due
 from writegate.approval.models import (
     AuditRecord,
     Execution,
@@ -377,4 +378,23 @@ class FailoverStore(Protocol):
 
     def end_check(self, promotion: Promotion, owner: str, *, retry_seconds: float | None) -> None:
         """Done (`retry_seconds` None), or to be made again after `retry_seconds`."""
+        ...
+
+
+class OutboxStore(Protocol):
+    """The webhook outbox (approval/delivery.py): every method is one statement."""
+
+    def write_expiring(self) -> int:
+        """Write the expiry warning of every unanswered proposal that expires within its
+        endpoint's window and has none yet; return how many were written."""
+        ...
+
+    def claim_due(self, owner: str, *, lease_seconds: float, limit: int) -> list[Due]:
+        """Due deliveries, each counted as an attempt and leased to `owner`."""
+        ...
+
+    def mark_delivered(self, delivery_id: int) -> None: ...
+
+    def mark_failed(self, delivery_id: int, owner: str, error: str, retry_in: float) -> None:
+        """Due again after `retry_in` seconds, unless another deliverer leased it since."""
         ...

@@ -2,10 +2,10 @@
 
 Everything here lives in writegate's schema (`checkpoints/namespace.py`): the ledger
 (proposals, tokens, executions, audit), the tombstones of purged operations, the
-questions that reached a client, and the timelines the database has been on with the
-reconcilers' checks after each promotion. Nothing else: the demo domain's tables are the demo's
-(`tools/demo/schema.py`), the HTTP service's are the service's (`surfaces/store`), and
-LangGraph's checkpoint tables are `PostgresSaver.setup()`'s.
+questions that reached a client, the timelines the database has been on with the
+reconcilers' checks after each promotion, and the webhook outbox. Nothing else: the demo
+domain's tables are the demo's (`tools/demo/schema.py`), the HTTP service's are the
+service's (`surfaces/store`), and LangGraph's checkpoint tables are `PostgresSaver.setup()`'s.
 
 The position in `MIGRATIONS` (from 1) is the version; `checkpoints/migrate.py` records
 each applied version with a checksum of its text in `writegate.migrations`. Never edit,
@@ -458,6 +458,158 @@ CREATE TABLE writegate.releases (
     version      integer NOT NULL,
     migrated_at  timestamptz NOT NULL DEFAULT now()
 );
+""",
+    # 7. the webhook outbox (checkpoints/outbox.py, docs/webhooks.md): a tenant's
+    # endpoints, and one row per event and endpoint, written by triggers in the
+    # transaction of the state change that caused it (so every writer emits, whichever
+    # release it runs), and only for a tenant that has an endpoint. The event id is
+    # derived from what happened (its type and the proposal or execution), so an event
+    # is written once per endpoint however often its cause is seen.
+    """
+CREATE TABLE writegate.webhook_endpoints (
+    endpoint_id      text PRIMARY KEY,
+    tenant_id        text NOT NULL,
+    url              text NOT NULL,
+    secret           text NOT NULL,
+    event_types      text[],
+    expiring_within  interval NOT NULL DEFAULT '5 minutes',
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    removed_at       timestamptz
+);
+CREATE INDEX webhook_endpoints_tenant_idx ON writegate.webhook_endpoints (tenant_id)
+    WHERE removed_at IS NULL;
+
+CREATE TABLE writegate.outbox (
+    delivery_id      bigserial PRIMARY KEY,
+    event_id         text NOT NULL,
+    endpoint_id      text NOT NULL REFERENCES writegate.webhook_endpoints (endpoint_id),
+    tenant_id        text NOT NULL,
+    event_type       text NOT NULL,
+    payload          jsonb NOT NULL,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    attempts         integer NOT NULL DEFAULT 0,
+    next_attempt_at  timestamptz NOT NULL DEFAULT now(),
+    lease_owner      text,
+    last_error       text,
+    last_attempt_at  timestamptz,
+    delivered_at     timestamptz,
+    CONSTRAINT outbox_event_endpoint_key UNIQUE (event_id, endpoint_id)
+);
+CREATE INDEX outbox_due_idx ON writegate.outbox (next_attempt_at)
+    WHERE delivered_at IS NULL;
+
+CREATE FUNCTION writegate.event_id(event_type text, event_key text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT 'msg_' || md5(event_type || ':' || event_key) $$;
+
+-- What every event says about its proposal: never a token, nor its hash.
+CREATE FUNCTION writegate.proposal_data(p writegate.proposals) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('proposal_id', p.proposal_id, 'tenant_id', p.tenant_id,
+        'thread_id', p.thread_id, 'requester', p.subject, 'operation', p.operation,
+        'resource', p.resource, 'status', p.status, 'tier', p.tier,
+        'created_at', p.created_at, 'expires_at', p.expires_at, 'preview', p.preview)
+$$;
+
+-- An event for each of the tenant's endpoints that takes its type.
+CREATE FUNCTION writegate.emit_event(event_type text, event_key text, tenant_id text,
+    data jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO writegate.outbox (event_id, endpoint_id, tenant_id, event_type, payload)
+    SELECT writegate.event_id(emit_event.event_type, emit_event.event_key), e.endpoint_id,
+        e.tenant_id, emit_event.event_type,
+        jsonb_build_object('type', emit_event.event_type, 'timestamp', now(),
+            'data', emit_event.data)
+    FROM writegate.webhook_endpoints e
+    WHERE e.tenant_id = emit_event.tenant_id AND e.removed_at IS NULL
+        AND (e.event_types IS NULL OR emit_event.event_type = ANY (e.event_types))
+    ON CONFLICT (event_id, endpoint_id) DO NOTHING;
+END
+$$;
+
+-- A question waits for its requester, or for a second approver.
+CREATE FUNCTION writegate.proposal_events() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM writegate.webhook_endpoints e
+               WHERE e.tenant_id = NEW.tenant_id AND e.removed_at IS NULL) THEN
+        PERFORM writegate.emit_event('proposal.' || NEW.status, NEW.proposal_id,
+            NEW.tenant_id, writegate.proposal_data(NEW));
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER proposals_outbox_insert AFTER INSERT ON writegate.proposals
+    FOR EACH ROW WHEN (NEW.status IN ('awaiting_confirmation', 'awaiting_second_approval'))
+    EXECUTE FUNCTION writegate.proposal_events();
+CREATE TRIGGER proposals_outbox_update AFTER UPDATE OF status ON writegate.proposals
+    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status
+        AND NEW.status IN ('awaiting_confirmation', 'awaiting_second_approval'))
+    EXECUTE FUNCTION writegate.proposal_events();
+
+-- A write executed (with its receipt), or its outcome went to a person.
+CREATE FUNCTION writegate.execution_events() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_data jsonb;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM writegate.webhook_endpoints e
+                   WHERE e.tenant_id = NEW.tenant_id AND e.removed_at IS NULL) THEN
+        RETURN NULL;
+    END IF;
+    SELECT writegate.proposal_data(p) INTO v_data
+    FROM writegate.proposals p WHERE p.proposal_id = NEW.proposal_id;
+    v_data := COALESCE(v_data, jsonb_build_object('proposal_id', NEW.proposal_id,
+        'tenant_id', NEW.tenant_id, 'requester', NEW.subject, 'operation', NEW.operation,
+        'resource', NEW.resource));
+    IF NEW.status = 'succeeded' THEN
+        v_data := v_data || jsonb_build_object('receipt', jsonb_build_object(
+            'execution_id', NEW.execution_id, 'request_key', NEW.request_key,
+            'operation', NEW.operation, 'status', NEW.status,
+            'args_digest', NEW.args_digest, 'provider_ref', NEW.provider_ref,
+            'completed_at', NEW.completed_at, 'result', COALESCE(NEW.result, '{}')));
+    ELSE
+        v_data := v_data || jsonb_build_object('execution_id', NEW.execution_id,
+            'execution_status', NEW.status, 'escalation', NEW.escalation);
+    END IF;
+    PERFORM writegate.emit_event('execution.' || NEW.status, NEW.execution_id,
+        NEW.tenant_id, v_data);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER executions_outbox_insert AFTER INSERT ON writegate.executions
+    FOR EACH ROW WHEN (NEW.status IN ('succeeded', 'escalated'))
+    EXECUTE FUNCTION writegate.execution_events();
+CREATE TRIGGER executions_outbox_update AFTER UPDATE OF status ON writegate.executions
+    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status
+        AND NEW.status IN ('succeeded', 'escalated'))
+    EXECUTE FUNCTION writegate.execution_events();
+
+-- What the check after a promotion left for a person (approval/failover.py): the same
+-- event as an escalated execution, for the tenant it names.
+CREATE FUNCTION writegate.failover_escalation_events() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_data jsonb;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM writegate.webhook_endpoints e
+                   WHERE e.tenant_id = NEW.tenant_id AND e.removed_at IS NULL) THEN
+        RETURN NULL;
+    END IF;
+    SELECT writegate.proposal_data(p) INTO v_data
+    FROM writegate.proposals p WHERE p.proposal_id = NEW.proposal_id;
+    v_data := COALESCE(v_data, jsonb_build_object('proposal_id', NEW.proposal_id,
+        'tenant_id', NEW.tenant_id, 'operation', NEW.operation))
+        || jsonb_build_object('request_key', NEW.request_key, 'execution_status', 'escalated',
+            'escalation', NEW.reason, 'after_failover', true);
+    PERFORM writegate.emit_event('execution.escalated', 'failover:' || NEW.escalation_id,
+        NEW.tenant_id, v_data);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER failover_escalations_outbox AFTER INSERT ON writegate.failover_escalations
+    FOR EACH ROW WHEN (NEW.tenant_id IS NOT NULL)
+    EXECUTE FUNCTION writegate.failover_escalation_events();
 """,
 ]
 

@@ -23,7 +23,7 @@ from writegate.approval.policy import PolicyError
 from writegate.approval.tracing_setup import configure_from_env
 from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
-from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threads
+from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threads, webhooks
 from writegate.surfaces.cli.common import err_console
 from writegate.surfaces.cli.extras import MissingExtra
 from writegate.surfaces.cli.terminal import markup_safe
@@ -39,6 +39,7 @@ COMMAND_MODULES: tuple[Register, ...] = (
     ops.register,
     serve.register,
     admin.register,
+    webhooks.register,
 )
 
 

@@ -46,6 +46,8 @@ LEDGER_TABLES = {
     "timelines",
     "failover_checks",
     "failover_escalations",
+    "webhook_endpoints",
+    "outbox",
     "migrations",
 }
 

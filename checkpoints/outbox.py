@@ -1,0 +1,110 @@
+"""The webhook outbox on PostgreSQL: `approval.store.OutboxStore`, and its endpoints.
+
+Every call is one statement on its own (the pool's connections are autocommit): a
+claim commits before anything is sent, so no transaction stays open across a request
+to an endpoint. Endpoints belong to one tenant; `tenant_id`, where a call takes it,
+confines it to that tenant's rows (None: every tenant, for an operator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from writegate.approval.events import Due
+from writegate.checkpoints import outbox_sql
+from writegate.checkpoints.namespace import sql_for
+from writegate.checkpoints.pool import Pool
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a tenant's events go (the secret is shown once, when it is added)."""
+
+    endpoint_id: str
+    tenant_id: str
+    url: str
+    event_types: list[str] | None
+    expiring_within: timedelta
+    created_at: datetime
+
+
+class PgOutbox:
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.sql = sql_for(outbox_sql, pool.schema)
+
+    def _all(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        with self.pool.connection() as conn:
+            return [dict(row) for row in conn.execute(query, params).fetchall()]
+
+    # -- endpoints --------------------------------------------------------------------
+
+    def add_endpoint(
+        self,
+        *,
+        endpoint_id: str,
+        tenant_id: str,
+        url: str,
+        secret: str,
+        event_types: Sequence[str] | None = None,
+        expiring_within: timedelta = timedelta(minutes=5),
+    ) -> Endpoint:
+        params = {
+            "endpoint_id": endpoint_id,
+            "tenant_id": tenant_id,
+            "url": url,
+            "secret": secret,
+            "event_types": list(event_types) if event_types else None,
+            "expiring_within": expiring_within.total_seconds(),
+        }
+        (row,) = self._all(self.sql.ADD_ENDPOINT_SQL, params)
+        return Endpoint(**row)
+
+    def endpoints(self, tenant_id: str | None = None) -> list[Endpoint]:
+        rows = self._all(self.sql.LIST_ENDPOINTS_SQL, {"tenant_id": tenant_id})
+        return [Endpoint(**row) for row in rows]
+
+    def remove_endpoint(self, endpoint_id: str, tenant_id: str | None = None) -> bool:
+        params = {"endpoint_id": endpoint_id, "tenant_id": tenant_id}
+        return bool(self._all(self.sql.REMOVE_ENDPOINT_SQL, params))
+
+    # -- deliveries (OutboxStore) -----------------------------------------------------
+
+    def write_expiring(self) -> int:
+        with self.pool.connection() as conn:
+            return conn.execute(self.sql.WRITE_EXPIRING_SQL).rowcount
+
+    def claim_due(self, owner: str, *, lease_seconds: float, limit: int) -> list[Due]:
+        params = {"owner": owner, "lease_seconds": lease_seconds, "limit": limit}
+        return [Due(**row) for row in self._all(self.sql.CLAIM_DUE_SQL, params)]
+
+    def mark_delivered(self, delivery_id: int) -> None:
+        with self.pool.connection() as conn:
+            conn.execute(self.sql.MARK_DELIVERED_SQL, {"delivery_id": delivery_id})
+
+    def mark_failed(self, delivery_id: int, owner: str, error: str, retry_in: float) -> None:
+        params = {"delivery_id": delivery_id, "owner": owner, "error": error,
+                  "retry_in": retry_in}  # fmt: skip
+        with self.pool.connection() as conn:
+            conn.execute(self.sql.MARK_FAILED_SQL, params)
+
+    # -- for operators ----------------------------------------------------------------
+
+    def failing(
+        self, *, min_attempts: int = 3, tenant_id: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Deliveries not yet accepted after `min_attempts` attempts, oldest first."""
+        params = {"min_attempts": min_attempts, "tenant_id": tenant_id, "limit": limit}
+        return self._all(self.sql.FAILING_SQL, params)
+
+    def replay(self, delivery_id: int, tenant_id: str | None = None) -> dict[str, Any] | None:
+        """Make one delivery due now (again, if it was delivered), under its event id."""
+        params = {"delivery_id": delivery_id, "tenant_id": tenant_id}
+        rows = self._all(self.sql.REPLAY_SQL, params)
+        return rows[0] if rows else None
+
+    def deliveries(self, tenant_id: str | None = None) -> list[dict[str, Any]]:
+        return self._all(self.sql.DELIVERIES_SQL, {"tenant_id": tenant_id})
