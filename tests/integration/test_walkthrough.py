@@ -7,7 +7,7 @@ provider; the notebook refunds through a tool of its own), and none may dead-end
 because of an earlier one (say, the demo using up the order the chat needs).
 
 The snippets are read from the docs themselves (docs/first-hour.md, which gives the
-order, and docs/studio-and-notebooks.md), so the test breaks when the docs drift. They
+order, and docs/langgraph-server.md), so the test breaks when the docs drift. They
 run as written, with these substitutions: `uv run X` runs X from this environment (a
 `uv` shim on PATH, so the test never syncs or locks anything), the HTTP port 8000 and
 the SDK's 2024 become free ports, and the notebook runs on a copy in a scratch folder.
@@ -41,7 +41,7 @@ from tests.integration.studio_helpers import langgraph_dev
 REPO = Path(__file__).resolve().parents[2]
 FIRST_HOUR = REPO / "docs" / "first-hour.md"
 HTTP_DOC = REPO / "docs" / "http.md"
-STUDIO_DOC = REPO / "docs" / "studio-and-notebooks.md"
+STUDIO_DOC = REPO / "docs" / "langgraph-server.md"
 ORDER = "ord_1001"
 STEP_TIMEOUT_S = 120
 # `uv run X ...` runs X from the environment on PATH; any other uv use is refused.
