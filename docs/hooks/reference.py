@@ -65,9 +65,7 @@ def errors_markdown() -> str:
         if shared:
             meaning = f"a kind of `{cls.__mro__[1].__name__}`: " + meaning
         retryable = "yes" if cls.retryable else "no"
-        rows.append(
-            f"| `{cls.code}` | {name} | {retryable} | {status_for(cls.code)} | {meaning} |"
-        )
+        rows.append(f"| `{cls.code}` | {name} | {retryable} | {status_for(cls.code)} | {meaning} |")
     return "\n".join(rows) + "\n"
 
 
@@ -97,8 +95,10 @@ def _param_row(param: Any) -> str:
         names = ", ".join(f"`{n}`" for n in [*param.opts, *param.secondary_opts])
         what = param.help or ""
         default = param.default
-        if param.show_default is not False and default not in (None, False, (), "") and (
-            not callable(default)
+        if (
+            param.show_default is not False
+            and default not in (None, False, (), "")
+            and (not callable(default))
         ):
             what += f" (default: `{default}`)"
         if param.envvar:
