@@ -1,7 +1,7 @@
 """writegate: an LLM agent proposes a write, a person confirms the exact preview, and
 the write runs at most once, with a receipt and an audit trail.
 
-As a library, in front of your own tools (see docs/library.md):
+As a library, in front of your own tools (see docs/first-tool.md):
 
     from writegate import Writegate, write_tool, read_tool
 

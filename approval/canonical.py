@@ -17,7 +17,7 @@ Two byte forms exist, each named by a digest scheme stored on every ledger row:
 `wg-c14n-1` (sorted keys by code point, compact, UTF-8; rows written before JCS). For
 every accepted value whose object keys are all in the Basic Multilingual Plane the two
 give identical bytes; they differ only in key order when a key holds a character above
-U+FFFF, which JCS sorts by UTF-16 code units. See docs/library.md, "Digests others can
+U+FFFF, which JCS sorts by UTF-16 code units. See docs/protocol.md, "Digests others can
 verify", and tests/vectors/args_digest.json.
 """
 

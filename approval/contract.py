@@ -146,18 +146,24 @@ class ApprovalRequest(TypedDict):
 
 
 class ApproveDecision(TypedDict):
+    """LangChain's approve: confirm the proposal exactly as previewed."""
+
     type: Literal["approve"]
     retyped: NotRequired[str]
     """The key field typed again, when the proposal's tier asks for it."""
 
 
 class RejectDecision(TypedDict):
+    """LangChain's reject: nothing runs; the model is told `declined`."""
+
     type: Literal["reject"]
     message: NotRequired[str]
     """The person's reason: told to the model as theirs (`person_said`) and audited."""
 
 
 class EditedAction(TypedDict):
+    """The call as the person edited it."""
+
     name: str
     """The tool asked about."""
     args: dict[str, Any]
@@ -165,8 +171,11 @@ class EditedAction(TypedDict):
 
 
 class EditDecision(TypedDict):
+    """LangChain's edit: in writegate a new proposal, asked again with its own preview."""
+
     type: Literal["edit"]
     edited_action: EditedAction
+    """The tool and its whole argument set, as edited."""
 
 
 class HitlDecisions(TypedDict):

@@ -24,23 +24,33 @@ class _Decision(BaseModel):
 
 
 class Confirm(_Decision):
+    """Confirm the proposal exactly as previewed; it runs once every approval it needs is in."""
+
     action: Literal["confirm"]
-    # The key field typed again by the person, when the proposal's tier asks for it.
     retyped: str | None = Field(default=None, max_length=200)
+    """The key field typed again by the person, when the proposal's tier asks for it."""
 
 
 class Decline(_Decision):
+    """Refuse the proposal: nothing runs; the model is told `declined`."""
+
     action: Literal["decline"]
     reason: str | None = Field(default=None, max_length=2000)
+    """The person's reason: told to the model as theirs (`person_said`) and audited."""
 
 
 class Cancel(_Decision):
+    """Close the question without deciding: nothing runs; the model is told `cancelled`."""
+
     action: Literal["cancel"]
 
 
 class Edit(_Decision):
+    """Change the arguments: they become a new proposal, asked again with its own preview."""
+
     action: Literal["edit"]
     args: dict[str, Any]
+    """The whole argument set, as edited."""
 
 
 Decision = Annotated[Confirm | Decline | Cancel | Edit, Field(discriminator="action")]

@@ -51,6 +51,9 @@ class WritegateError(RuntimeError):
 
 
 class ValidationFailed(WritegateError):
+    """Bad input (arguments, an edit, a decision's fields): nothing was proposed or changed;
+    raise it from `validate` for arguments your tool refuses."""
+
     code = "validation_failed"
     default_message = "the arguments are not valid"
 
@@ -80,11 +83,17 @@ class IdentityConflict(MissingIdentity):
 
 
 class ClarificationNeeded(WritegateError):
+    """Something only the user can say is missing (an amount, a currency): the model asks
+    the user instead of guessing (`write_tool(clarify=...)`); nothing is proposed."""
+
     code = "clarification_needed"
     default_message = "the request is ambiguous; ask the user"
 
 
 class NotFound(WritegateError):
+    """No such resource for this user: also what another user's or tenant's record looks
+    like, so that a refusal names nothing of it. Raise it from `validate`."""
+
     code = "not_found"
     default_message = "no such resource for this user"
 
@@ -99,11 +108,16 @@ class ForeignCall(NotFound):
 
 
 class Forbidden(WritegateError):
+    """The user may not do this (a second approval without the `approver` role, say)."""
+
     code = "forbidden"
     default_message = "this user may not do that"
 
 
 class Unprotected(WritegateError):
+    """A write tool called outside writegate (`.invoke` directly, a plain `ToolNode`), or
+    one a `Writegate` was not given: it never runs unapproved."""
+
     code = "unprotected"
     default_message = (
         "this tool runs only under writegate: register it with Writegate.open(tools=[...]) "
@@ -113,6 +127,9 @@ class Unprotected(WritegateError):
 
 
 class InvalidTransition(WritegateError):
+    """A status change the resource does not allow (a ticket closed twice, say); raise it
+    from `validate`."""
+
     code = "invalid_transition"
     default_message = "that status change is not allowed"
 
@@ -224,6 +241,9 @@ class Revoked(WritegateError):
 
 
 class StateChanged(WritegateError):
+    """The resource changed since the preview (its version moved): nothing ran; the model
+    proposes again on fresh state. Raise it from `validate` or a guarded write."""
+
     code = "state_changed"
     default_message = "the resource changed since the preview; propose again"
 
@@ -247,6 +267,9 @@ class OutcomeUnknown(WritegateError):
 
 
 class ExecutionFailed(WritegateError):
+    """The downstream refused the operation for good: not applied, never sent again
+    (`failed_terminal`); `compensate` runs."""
+
     code = "execution_failed"
     default_message = "the downstream refused the operation"
 
@@ -270,12 +293,19 @@ class DeadlineExceeded(WritegateError):
 
 
 class TemporarilyUnavailable(WritegateError):
+    """The downstream said it did not apply the request and may later (its 503): sent again
+    with the same request key, with backoff. Raise it from your client only when the
+    request was not applied."""
+
     code = "temporarily_unavailable"
     retryable = True
     default_message = "the downstream is unavailable"
 
 
 class RateLimited(WritegateError):
+    """The downstream is rate limiting and did not apply the request (its 429): sent again
+    with the same request key, with backoff."""
+
     code = "rate_limited"
     retryable = True
     default_message = "the downstream is rate limiting"
@@ -310,6 +340,9 @@ class SelfApproval(WritegateError):
 
 
 class ScopeChanged(WritegateError):
+    """The set of records a batch froze at proposal time grew or shrank before it ran:
+    nothing ran; propose again."""
+
     code = "scope_changed"
     default_message = "the set of records changed since the preview; propose again"
 

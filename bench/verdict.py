@@ -42,8 +42,8 @@ def explain_cost(results: dict[str, Any]) -> dict[str, Any]:
         f" = {predicted:.1f} ms of the {measured:.1f} ms measured.",
         f"The rest is CPU: the Python process spends {cpu_wg - cpu_base:.1f} ms more per write "
         f"(median {cpu_base:.1f} vs {cpu_wg:.1f} ms), stretched further when cores are busy.",
-        f"With the design frame's {FRAME_COMMIT_MS} ms commit and this round trip, the same "
-        f"counts would cost {at_frame:.1f} ms per write, plus that CPU.",
+        f"With the design frame's {FRAME_COMMIT_MS} ms commit and the round trip measured here, "
+        f"the same counts would cost {at_frame:.1f} ms per write, plus that CPU.",
     ]
     return {
         "extra_durable_commits": round(d_commits, 2),

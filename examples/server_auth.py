@@ -8,7 +8,7 @@ Every request must carry `Authorization: Bearer <token>` (or `x-api-key: <token>
 is how Agent Chat UI sends what its settings call the API key). The handler resolves the
 token to a user with a tenant and roles; the server hands that user to the graph as
 `config["configurable"]["langgraph_auth_user"]`, and writegate takes the identity
-from it alone (see docs/studio-and-notebooks.md): a run that names another user or
+from it alone (see docs/langgraph-server.md): a run that names another user or
 tenant in its context or configurable, or adds roles or a trust level, is refused.
 
 The tokens below are demo tokens for the seeded demo users. In your deployment,

@@ -35,6 +35,7 @@ from langchain.agents.middleware import (
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
@@ -50,6 +51,7 @@ from writegate.graph.settled import awaiting_news, settled_updates
 from writegate.graph.turn import turn_refusal, turn_refusals
 from writegate.graph.unanswered import Unanswered, unanswered_calls, with_answers
 from writegate.tools.kit import GuardedTool
+from writegate.tools.registry import openai_function
 
 Result = ToolMessage | Command[Any]
 
@@ -126,12 +128,26 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         news = settled_updates(self.rt.store, identity, waiting) if waiting else []
         return _Turn(history if answers else None, news), answers
 
+    def _strict(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """The request with each of writegate's tools as its strict function spec (closed
+        object, every field required), as `wg.build_agent()` binds them, so the model is
+        held to the schema writegate checks; any other tool as it was given."""
+        registry = self.rt.registry
+        tools = [
+            openai_function(registry.get(t.name))
+            if isinstance(t, BaseTool) and t.name in registry
+            else t
+            for t in request.tools
+        ]
+        return request.override(tools=tools)
+
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse]
     ) -> Any:
         config = get_config()
         # No identity, or one the run may not claim: fail before the model runs.
         identity_of(config, self.rt.server_user)
+        request = self._strict(request)
         messages = request.state["messages"]
         if ends_turn(messages):
             return _END_TURN
@@ -147,6 +163,7 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> Any:
         config = get_config()
         identity_of(config, self.rt.server_user)
+        request = self._strict(request)
         messages = request.state["messages"]
         if ends_turn(messages):
             return _END_TURN

@@ -16,7 +16,7 @@ escalated, never re-sent blindly) and every retry carries the same request key.
 write path, and who acts comes from the host, never from its arguments. The
 `writegate_database` fixture comes from `writegate.testing.pytest_plugin`.
 `ScriptedChatModel` is a chat model that replies from a script: a test's, or a
-notebook's, stand-in for a real model. See docs/library.md, "Conformance kit".
+notebook's, stand-in for a real model. See docs/testing.md.
 """
 
 from __future__ import annotations

@@ -36,6 +36,8 @@ class Fault(StrEnum):
 
 # The caller's own fault hook: `faults(Fault.LOSE_ANSWER)` is a context manager.
 FaultHook = Callable[[Fault], AbstractContextManager[None]]
+"""`check_write_tool(faults=...)`: a context manager under which every downstream call
+meets the fault (its answer lost, or a timeout before it applied)."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ def scenario_named(name: AnyScenario | str) -> AnyScenario:
 
 
 class Outcome(StrEnum):
+    """How a scenario ended."""
+
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"

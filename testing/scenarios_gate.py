@@ -2,7 +2,7 @@
 no replay by a stranger, and an edit that replaces what was confirmed.
 
 Each takes the harness, raises `Violation` with what went wrong, and returns the
-figures it counted, each named for what it counts (docs/library.md lists them).
+figures it counted, each named for what it counts (docs/testing.md lists them).
 """
 
 from __future__ import annotations

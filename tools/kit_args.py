@@ -1,15 +1,17 @@
 """A tool's arguments from its function or its LangChain tool, and how to call it.
 
-The model sees a strict schema (closed object, every field required) built from the
-type hints and the Google-style docstring. Two keyword-only parameters are filled by
-writegate, never by the model: `request_key` (a write's idempotency key, to pass
-downstream) and `identity` (who the call acts for, from the host's run context). A third,
-`conn`, makes a write local: the function then runs inside writegate's own transaction,
-on its connection, right after the version check (see `tools/kit_spec.py`); such a
-function may also take `expected_version`, the version the person confirmed, to guard
-its own statement with it. Any write function may take `confirmed_args`: the whole
-canonical arguments as the person confirmed them, including what a `normalize=` or
-`freeze=` hook made of them (a batch's frozen set and versions, say).
+The arguments have a strict schema (closed object, every field required) built from the
+type hints and the Google-style docstring, which `wg.build_agent()` and
+`wg.middleware()` send the model; writegate's service checks every call against it. Two
+keyword-only parameters are filled by writegate, never by the model: `request_key` (a
+write's idempotency key, to pass downstream) and `identity` (who the call acts for, from
+the host's run context). A third, `conn`, makes a write local: the function then runs
+inside writegate's own transaction, on its connection, right after the version check
+(see `tools/kit_spec.py`); such a function may also take `expected_version`, the version
+the person confirmed, to guard its own statement with it. Any write function may take
+`confirmed_args`: the whole canonical arguments as the person confirmed them, including
+what a `normalize=` or `freeze=` hook made of them (a batch's frozen set and versions,
+say).
 """
 
 from __future__ import annotations

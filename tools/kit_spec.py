@@ -47,7 +47,9 @@ AppliedSince = Callable[[datetime], Mapping[str, dict[str, Any]]]
 # What one call puts at stake, for the policy's tiers: its amount as (minor units,
 # currency code), e.g. (123456, "EUR") for EUR 1,234.56; or how many things it changes.
 AmountOf = Callable[[dict[str, Any]], tuple[int, str]]
+"""`write_tool(amount=...)`: what a call moves, as (minor units, ISO currency code)."""
 ScopeOf = Callable[[dict[str, Any]], int]
+"""`write_tool(scope=...)`: how many things one call changes."""
 # Each step a hook may add; `call_hook` hands it the keywords it declares of
 # conn, identity, request_key and expected_version.
 Clarify = Callable[[dict[str, Any]], Mapping[str, str]]  # raw -> {missing field: question}

@@ -49,6 +49,9 @@ EXPECTED_EXECUTIONS = {
 }
 AMOUNT_ARGS = ("amount_minor", "total_cents")
 IMPORT = re.compile(r"^\s*(?:from|import)\s+(writegate(?:\.\w+)*)", re.M)
+# Ways around the public API: the saver's own connection, writegate's tables by name.
+PRIVATE = re.compile(r"\.conn\b|\bwritegate\.(?:audit|proposals|executions|tokens)\b")
+ANSI = re.compile(r"\x1b\[")
 
 pytestmark = pytest.mark.slow
 
@@ -78,6 +81,18 @@ def test_notebook_imports_only_the_public_faces(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_notebook_reads_writegate_through_its_api_not_its_tables(name: str) -> None:
+    """The audit through `wg.audit()`, never SQL on writegate's tables."""
+    private = [
+        line.strip()
+        for cell in _code(name)
+        for line in cell.source.splitlines()
+        if PRIVATE.search(line)
+    ]
+    assert private == []
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_top_to_bottom(
     name: str, create_database: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,6 +112,13 @@ def test_notebook_runs_top_to_bottom(
         resources={"metadata": {"path": str(NOTEBOOKS)}},
     )
     client.execute()  # raises CellExecutionError, with the cell and traceback, on failure
+    # What it prints reads as text wherever the file is opened: no terminal escapes.
+    printed = [
+        str(output.get("text", "")) + str(output.get("data", {}).get("text/plain", ""))
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+    ]
+    assert [text for text in printed if ANSI.search(text)] == []
 
     # It ran against the test database, not some default one, and ran what it says.
     with psycopg.connect(url) as conn:

@@ -7,7 +7,7 @@ provider; the notebook refunds through a tool of its own), and none may dead-end
 because of an earlier one (say, the demo using up the order the chat needs).
 
 The snippets are read from the docs themselves (docs/first-hour.md, which gives the
-order, and docs/studio-and-notebooks.md), so the test breaks when the docs drift. They
+order, and docs/langgraph-server.md), so the test breaks when the docs drift. They
 run as written, with these substitutions: `uv run X` runs X from this environment (a
 `uv` shim on PATH, so the test never syncs or locks anything), the HTTP port 8000 and
 the SDK's 2024 become free ports, and the notebook runs on a copy in a scratch folder.
@@ -41,7 +41,7 @@ from tests.integration.studio_helpers import langgraph_dev
 REPO = Path(__file__).resolve().parents[2]
 FIRST_HOUR = REPO / "docs" / "first-hour.md"
 HTTP_DOC = REPO / "docs" / "http.md"
-STUDIO_DOC = REPO / "docs" / "studio-and-notebooks.md"
+STUDIO_DOC = REPO / "docs" / "langgraph-server.md"
 ORDER = "ord_1001"
 STEP_TIMEOUT_S = 120
 # `uv run X ...` runs X from the environment on PATH; any other uv use is refused.
@@ -240,15 +240,22 @@ def test_readme_walkthroughs_in_order_each_reach_a_receipt(
     assert receipt["status"] == "succeeded"
     walk.receipt(receipt["provider_ref"], before)
 
-    # 4. A notebook, with the page's command, on a copy (outputs are written back). It
-    # refunds through a tool of its own: one new succeeded execution, the demo untouched.
+    # 4. A notebook, with the page's command, on a copy of the checkout's notebook; the
+    # run goes to the page's --output, here in the scratch folder, and leaves the notebook
+    # as it was. It refunds through a tool of its own: one new succeeded execution.
     [command] = [_command(line) for line in notebook.strip().splitlines()]
     [path] = [word for word in shlex.split(command) if word.endswith(".ipynb")]
+    [run_to] = [
+        word.split("=", 1)[1] for word in shlex.split(command) if word.startswith("--output=")
+    ]
+    assert run_to.startswith("/tmp/"), "the run must be written outside the checkout"
+    ran = tmp_path / (Path(run_to).name + ".ipynb")
     (tmp_path / path).parent.mkdir(parents=True)
     shutil.copy(REPO / path, tmp_path / path)
     before = _succeeded(walk.url)
-    walk.shell(command, "notebook")
-    cells = json.loads((tmp_path / path).read_text())["cells"]
+    walk.shell(command.replace(f"--output={run_to}", f"--output={ran.with_suffix('')}"), "notebook")
+    assert (tmp_path / path).read_bytes() == (REPO / path).read_bytes()  # left unchanged
+    cells = json.loads(ran.read_text())["cells"]
     printed = "".join(
         "".join(output.get("text", "")) for cell in cells for output in cell.get("outputs", [])
     )
