@@ -210,10 +210,8 @@ def check_database(url: str, *, create: bool = False, notify: Notify | None = No
         failure = _first_line(err)
     admin = with_database(url, MAINTENANCE_DATABASE)
     try:
-        if create:
-            created = _ensure_app_database(admin, dbname)
-        else:
-            created, exists = False, _database_exists(admin, dbname)
+        created = create and _ensure_app_database(admin, dbname)
+        exists = created or _database_exists(admin, dbname)
     except psycopg.OperationalError:
         # Not even the maintenance database answers: the server, host or login is wrong.
         raise DatabaseUnavailable(
@@ -226,7 +224,7 @@ def check_database(url: str, *, create: bool = False, notify: Notify | None = No
             "names it and it did not exist; set DATABASE_URL to use another database"
         )
         return
-    if not create and not exists:
+    if not exists:
         raise DatabaseUnavailable(
             f"database {dbname!r} does not exist on {_server(url)}: create it "
             f"with `writegate db setup` (as a role that may create databases) or "
