@@ -53,6 +53,7 @@ import psycopg
 
 from tests.app_db import setup_app
 from tests.integration.fault_scripts.harness import ledger_check
+from tests.integration.ha_cluster import wait_until
 from tests.integration.http_fixtures import TENANT, free_port, make_key, new_order, sse_events
 from writegate.checkpoints.pool import open_pool
 from writegate.testing import database as throwaway
@@ -88,6 +89,9 @@ PRELOAD = [
     "writegate.tools.demo.provider_http",
     "uvicorn",
 ]
+LEASE_FREE_SQL = """
+SELECT coalesce(bool_and(expires_at <= now()), true) FROM writegate.thread_leases
+WHERE thread_id = %s"""
 OPEN_SQL = """
 SELECT count(*) FROM writegate.executions
 WHERE status IN ('running', 'unknown', 'failed_retryable')"""
@@ -402,6 +406,8 @@ class Soak:
                         json={"action": op.action},
                         timeout=CLICK_TIMEOUT,
                     )
+                    if self._thread_held(answer):
+                        continue  # a replica killed mid-run held it: click again now
                     if answer.status_code < 500:
                         return
                 except httpx.TransportError:
@@ -411,6 +417,24 @@ class Soak:
         finally:
             if timer is not None:
                 timer.join()
+
+    def _thread_held(self, answer: httpx.Response) -> bool:
+        """A `409 in_progress` for the thread itself (not an execution): the run of a
+        replica killed mid-click still holds the thread's lease (docs/failover.md).
+        True once that lease ran out, so the next click gets in."""
+        body = answer.json() if answer.status_code == 409 else {}
+        details = body.get("details") or {}
+        if body.get("code") != "in_progress" or "execution_id" in details:
+            return False
+        thread = details.get("thread_id")
+
+        def free() -> bool:
+            with psycopg.connect(self.url) as conn:
+                row = conn.execute(LEASE_FREE_SQL, (thread,)).fetchone()
+            return bool(row and row[0])
+
+        wait_until(free, f"the lease of thread {thread} to run out", THREAD_LEASE_S * 4)
+        return True
 
     def _kill_provider(self) -> None:
         """SIGKILL the provider and start the next one at once, on the same port."""
