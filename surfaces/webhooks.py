@@ -10,6 +10,7 @@ the deliverer's lease, and never follow a redirect.
 from __future__ import annotations
 
 import base64
+import binascii
 import secrets
 import threading
 from datetime import UTC, datetime
@@ -17,10 +18,11 @@ from urllib.parse import urlsplit
 
 import httpx
 from standardwebhooks import Webhook
+from standardwebhooks.webhooks import EmptyWebhookSecretError
 
 from writegate.approval.delivery import Deliverer
 from writegate.approval.errors import ValidationFailed
-from writegate.approval.events import DeliveryPolicy, Due, Round, Sent, body_of
+from writegate.approval.events import DeliveryPolicy, Due, Sent, body_of
 from writegate.checkpoints.outbox import PgOutbox
 
 USER_AGENT = "writegate-webhooks"
@@ -65,13 +67,14 @@ class HttpSender:
 
     def __call__(self, due: Due) -> Sent:
         body = body_of(due, self.base_url)
-        headers = {
-            "content-type": "application/json",
-            **signed_headers(due, body, datetime.now(UTC)),
-        }
+        try:
+            signed = signed_headers(due, body, datetime.now(UTC))
+        except (binascii.Error, ValueError, RuntimeError, EmptyWebhookSecretError):
+            return Sent(None, "the endpoint's secret is not a whsec_ secret: nothing sent")
+        headers = {"content-type": "application/json", **signed}
         try:
             response = self.client.post(due.url, content=body.encode(), headers=headers)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return Sent(None, f"{type(exc).__name__}: {exc}")
         return Sent(response.status_code)
 
@@ -88,4 +91,4 @@ def deliverer(
     return Deliverer(outbox, sender, owner, policy), sender
 
 
-__all__ = ["HttpSender", "Round", "checked_url", "deliverer", "new_secret", "signed_headers"]
+__all__ = ["HttpSender", "checked_url", "deliverer", "new_secret", "signed_headers"]

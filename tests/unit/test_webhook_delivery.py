@@ -72,3 +72,16 @@ def test_the_body_carries_the_link_under_the_public_url() -> None:
     assert body["data"]["link"] == "https://wg.example.test/v1/approvals/prop_1"
     assert json.loads(body_of(due(), None))["data"]["link"] is None
     assert approval_link("https://a.test", None) is None
+
+
+def test_a_secret_the_library_cannot_read_sends_nothing_and_says_why() -> None:
+    from writegate.surfaces.webhooks import HttpSender
+
+    sender = HttpSender(DeliveryPolicy(timeout=1))
+    try:
+        for secret in ("whsec_", "whsec_not*base64!"):
+            item = Due(1, "msg_1", "t", "ep_1", "http://127.0.0.1:9/", secret, 1, {})
+            sent = sender(item)
+            assert not sent.accepted and "whsec_" in sent.describe()
+    finally:
+        sender.close()
