@@ -125,7 +125,11 @@ def only_database_url(
         user_db = create_database()
         role = make_role(createdb)
         host, port, _ = _server_of(user_db)
-        url = f"postgresql://{role}@{host}:{port}/{conninfo_to_dict(user_db)['dbname']}"
+        dbname = conninfo_to_dict(user_db)["dbname"]
+        if host.startswith("/"):  # a server on a unix socket only (the embedded one)
+            url = f"postgresql://{role}@/{dbname}?host={host}&port={port}"
+        else:
+            url = f"postgresql://{role}@{host}:{port}/{dbname}"
         monkeypatch.delenv(SERVER_ENV, raising=False)
         monkeypatch.setenv("DATABASE_URL", url)
         monkeypatch.setattr(database, "LOCAL_SOCKET_DIRS", ())
