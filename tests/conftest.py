@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from tests.app_db import setup_app
-from tests.system_packages import is_missing_package, on_ci
+from tests.system_packages import fail_on_ci
 from writegate.checkpoints.database import (
     DatabaseUnavailable,
     embedded_data_dir,
@@ -99,12 +99,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     """Under CI=true every system package is installed: a skip for one fails."""
     outcome = yield
-    report = outcome.get_result()
-    if report.skipped and on_ci() and isinstance(report.longrepr, tuple):
-        reason = str(report.longrepr[2])
-        if is_missing_package(reason):
-            report.outcome = "failed"
-            report.longrepr = f"CI=true, yet {reason.removeprefix('Skipped: ')}"
+    fail_on_ci(outcome.get_result())
 
 
 @pytest.fixture(scope="session")

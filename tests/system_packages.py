@@ -13,6 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 MARK = "missing system package"
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, the one the browser tests drive
 CJK_FONTS = "/usr/share/fonts/**/*CJK*"
@@ -48,3 +50,13 @@ def tools_missing(tools: tuple[str, ...], needed_by: str) -> str | None:
     """Why tests needing these commands (each its own apt package) cannot run, or None."""
     absent = [tool for tool in tools if shutil.which(tool) is None]
     return missing(" ".join(absent), needed_by) if absent else None
+
+
+def fail_on_ci(report: pytest.TestReport) -> None:
+    """Under CI=true, turn a skip for a missing system package into a failure."""
+    if not (report.skipped and on_ci() and isinstance(report.longrepr, tuple)):
+        return
+    reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+    if is_missing_package(reason):
+        report.outcome = "failed"
+        report.longrepr = f"CI=true, yet {reason}; .ci/run installs it"
