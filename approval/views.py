@@ -147,6 +147,16 @@ def audit_key(row: Mapping[str, Any] | AuditRow) -> list[Any]:
     return [row["audit_id"] if isinstance(row, Mapping) else row.audit_id]
 
 
+def audit_after(cursor: Any, order: Any) -> int | None:
+    """The audit_id an audit cursor carries (None for the first page), checked."""
+    key = decode_cursor(cursor, "audit", order)
+    if key is None:
+        return None
+    if len(key) != 1 or type(key[0]) is not int:
+        raise ValidationFailed("cursor is not one this list gave") from None
+    return int(key[0])
+
+
 def proposal_key(created_at: datetime, proposal_id: str) -> list[Any]:
     return [created_at.isoformat(), proposal_id]
 

@@ -39,9 +39,9 @@ from writegate.approval.views import (
     Order,
     Page,
     ProposalView,
+    audit_after,
     audit_filters,
     audit_key,
-    decode_cursor,
     page_of,
 )
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
@@ -213,10 +213,9 @@ class Writegate:
         tenant_id, limit = audit_filters(
             tenant_id, limit, thread_id, proposal_id, tool_name, status
         )
-        after = decode_cursor(cursor, "audit", order)
         rows = self.runtime.store.audit_rows(
             tenant_id, thread_id=thread_id, proposal_id=proposal_id, tool_name=tool_name,
-            status=status, order=order, after=after[0] if after else None, limit=limit + 1,
+            status=status, order=order, after=audit_after(cursor, order), limit=limit + 1,
         )  # fmt: skip
         return page_of([AuditRow.of(row) for row in rows], limit, "audit", order, audit_key)
 

@@ -11,7 +11,7 @@ from writegate.approval.errors import Unavailable
 from writegate.approval.models import SETTLED
 from writegate.approval.outcomes import execution_outcome, receipt_of
 from writegate.approval.reconcile import owned_execution
-from writegate.approval.views import audit_key, decode_cursor, page_of
+from writegate.approval.views import audit_after, audit_key, page_of
 from writegate.surfaces.web.auth import CurrentIdentity, CurrentPrincipal
 from writegate.surfaces.web.errors import responses
 from writegate.surfaces.web.inputs import ID_PATTERN, AuditQuery
@@ -59,7 +59,6 @@ def audit(identity: CurrentIdentity, svc: Svc, query: Annotated[AuditQuery, Quer
     Callers with the `auditor` role see the whole tenant; others see their own rows.
     A page at a time: `next_cursor`, given back as `cursor`, is the next page."""
     order = query.order
-    after = decode_cursor(query.cursor, "audit", order)
     rows = svc.runtime.store.audit_rows(
         identity.tenant_id,
         thread_id=query.thread_id,
@@ -68,7 +67,7 @@ def audit(identity: CurrentIdentity, svc: Svc, query: Annotated[AuditQuery, Quer
         status=query.status,
         user_id=None if AUDITOR_ROLE in identity.roles else identity.user_id,
         order=order,
-        after=after[0] if after else None,
+        after=audit_after(query.cursor, order),
         limit=query.limit + 1,
     )
     page = page_of(list(rows), query.limit, "audit", order, audit_key)

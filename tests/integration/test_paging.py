@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from writegate import ValidationFailed, Writegate
-from writegate.approval.views import Page
+from writegate.approval.views import Page, encode_cursor
 
 ROWS = 10_000
 PAGE = 700
@@ -139,12 +139,19 @@ def test_the_last_page_has_no_cursor_and_the_old_call_still_reads(
 
 @pytest.mark.parametrize(
     "cursor",
-    ["not a cursor", "e30", 12, "eyJvZiI6ImF1ZGl0Iiwib3JkZXIiOiJuZXdlc3QiLCJhZnRlciI6WzFdfQ"],
+    [
+        "not a cursor",
+        "e30",
+        12,
+        "eyJvZiI6ImF1ZGl0Iiwib3JkZXIiOiJuZXdlc3QiLCJhZnRlciI6WzFdfQ",
+        encode_cursor("audit", "oldest", ["1; drop"]),
+    ],
 )
 def test_a_cursor_that_is_not_this_lists_is_refused(
     wg: Writegate, seeded: tuple[str, list[dict[str, Any]]], cursor: Any
 ) -> None:
-    """Garbage, an empty object, a number, and a newest-first cursor given for oldest."""
+    """Garbage, an empty object, a number, a newest-first cursor given for oldest, and
+    one whose key is not an audit_id."""
     with pytest.raises(ValidationFailed) as refused:
         wg.audit(seeded[0], cursor=cursor, order="oldest")
     body = refused.value.to_dict()
