@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
 import psycopg
@@ -65,7 +66,7 @@ def _answers(url: str) -> bool:
 
 def _say(config: pytest.Config, line: str) -> None:
     capture = config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():
+    with capture.global_and_fixture_disabled() if capture else nullcontext():
         print(line, flush=True)
 
 
