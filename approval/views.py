@@ -5,20 +5,81 @@ proposal as its requester or an approver sees it (`Writegate.awaiting_second_app
 `approve_as_second`, `decline_as_second`, `revoke`). Both are copies: changing one
 changes nothing in the ledger. The ledger's own records (`approval/models.py`) stay
 internal, so their shape may change without breaking a user.
+
+A list comes a `Page` at a time: a list (as before) with the `next_cursor` to pass back
+for the next page, None on the last. A cursor is opaque (base64 of the last row's key:
+the audit row's `audit_id`, a proposal's `(created_at, proposal_id)`, keys that never
+change), so a page never repeats a row nor skips one that was there when the walk
+began, whatever is written meanwhile (docs/paging.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, Literal, Self, TypeVar
 
 from writegate.approval.contract import PreviewView
 from writegate.approval.errors import ValidationFailed
 from writegate.approval.models import Proposal
 
 MAX_AUDIT_ROWS = 10_000
+Order = Literal["oldest", "newest"]
+ORDERS: tuple[Order, ...] = ("oldest", "newest")
+T = TypeVar("T")
+
+
+class Page(list[T]):
+    """One page of a list, oldest or newest first: its rows, and `next_cursor`, the
+    cursor of the page after it (None when this one is the last)."""
+
+    def __init__(self, items: Iterable[T] = (), next_cursor: str | None = None) -> None:
+        super().__init__(items)
+        self.next_cursor = next_cursor
+
+    @property
+    def items(self) -> list[T]:
+        return list(self)
+
+
+def encode_cursor(kind: str, order: Order, key: list[Any]) -> str:
+    """An opaque cursor after the row whose key is `key`, for a list of `kind`."""
+    raw = json.dumps({"of": kind, "order": order, "after": key}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: Any, kind: str, order: Any) -> list[Any] | None:
+    """The key a cursor of this list and order carries; None for no cursor (the first
+    page). Anything else is `validation_failed`, and nothing is read."""
+    if order not in ORDERS:
+        raise ValidationFailed(f"order is one of {', '.join(ORDERS)}")
+    if cursor is None:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(str(cursor) + "=" * (-len(str(cursor)) % 4))
+        body = json.loads(text)
+        key = body["after"]
+        fits = body["of"] == kind and body["order"] == order and isinstance(key, list)
+    except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError):
+        fits = False
+    if not (isinstance(cursor, str) and fits):
+        raise ValidationFailed(
+            f"cursor is not one this list gave for order={order}: "
+            "pass a next_cursor back unchanged, or none for the first page"
+        )
+    return list(key)
+
+
+def page_of(rows: list[T], limit: int, kind: str, order: Order, key: Any) -> Page[T]:
+    """`rows`, fetched as `limit` + 1 to know whether more follow, as a page."""
+    more = len(rows) > limit
+    rows = rows[:limit]
+    cursor = encode_cursor(kind, order, key(rows[-1])) if more else None
+    return Page(rows, cursor)
 
 
 @dataclass(frozen=True)
@@ -67,14 +128,48 @@ class AuditRow:
 
 def audit_filters(tenant_id: Any, limit: Any, *ids: Any) -> tuple[str, int]:
     """The tenant (required: rows never cross tenants) and the row limit, checked; `ids`
-    (a thread's, a proposal's) are text or None."""
+    (a thread's, a proposal's, a tool's, a status) are text or None."""
     if not isinstance(tenant_id, str) or not tenant_id.strip():
         raise ValidationFailed("tenant_id is required: the audit is read one tenant at a time")
-    if type(limit) is not int or not 1 <= limit <= MAX_AUDIT_ROWS:
-        raise ValidationFailed(f"limit must be a whole number from 1 to {MAX_AUDIT_ROWS}")
+    return tenant_id, page_filters(limit, *ids)
+
+
+def page_filters(limit: Any, *ids: Any, most: int = MAX_AUDIT_ROWS) -> int:
+    """The page size, checked; the filters (`ids`) are text or None for any."""
+    if type(limit) is not int or not 1 <= limit <= most:
+        raise ValidationFailed(f"limit must be a whole number from 1 to {most}")
     if any(given is not None and not isinstance(given, str) for given in ids):
-        raise ValidationFailed("thread_id and proposal_id are text, or None for any")
-    return tenant_id, limit
+        raise ValidationFailed("thread_id, proposal_id, tool_name and status are text, or None")
+    return limit
+
+
+def audit_key(row: Mapping[str, Any] | AuditRow) -> list[Any]:
+    return [row["audit_id"] if isinstance(row, Mapping) else row.audit_id]
+
+
+def audit_after(cursor: Any, order: Any) -> int | None:
+    """The audit_id an audit cursor carries (None for the first page), checked."""
+    key = decode_cursor(cursor, "audit", order)
+    if key is None:
+        return None
+    if len(key) != 1 or type(key[0]) is not int:
+        raise ValidationFailed("cursor is not one this list gave") from None
+    return int(key[0])
+
+
+def proposal_key(created_at: datetime, proposal_id: str) -> list[Any]:
+    return [created_at.isoformat(), proposal_id]
+
+
+def proposal_after(key: list[Any] | None) -> tuple[datetime, str] | None:
+    """A proposal cursor's key as (created_at, proposal_id)."""
+    if key is None:
+        return None
+    try:
+        created_at, proposal_id = key
+        return datetime.fromisoformat(created_at), str(proposal_id)
+    except (TypeError, ValueError):
+        raise ValidationFailed("cursor is not one this list gave") from None
 
 
 @dataclass(frozen=True)

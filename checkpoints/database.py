@@ -118,6 +118,15 @@ def resolve_server_url() -> str:
     return _start_embedded(tried, _teller(None), app_database=False)
 
 
+def embedded_server_url(*, notify: Notify | None = None) -> str:
+    """The embedded server's maintenance-database URL, starting (or joining) it as
+    `resolve_database_url` would, whatever local server or DATABASE_URL there is.
+
+    Raises `DatabaseUnavailable` where it cannot start (as root; without the extra).
+    """
+    return _start_embedded([], _teller(notify), app_database=False)
+
+
 def describe_database(url: str) -> str:
     """Return ``url`` with any password replaced by ``***``, for display."""
     if re.match(r"^postgres(ql)?://", url):

@@ -260,9 +260,19 @@ class PgLedgerTx:
                   "now": self.now()}  # fmt: skip
         return self._one(self.sql.REVOKE_PROPOSAL_SQL, params) is not None
 
-    def list_awaiting_second(self, tenant_id: str, *, limit: int = 100) -> list[Proposal]:
-        params = (tenant_id, self.now(), limit)
-        rows = self._conn.execute(self.sql.SELECT_AWAITING_SECOND_SQL, params).fetchall()
+    def list_awaiting_second(
+        self, tenant_id: str, *, limit: int = 100, **page: Any
+    ) -> list[Proposal]:
+        given = {k: v for k, v in page.items() if v is not None}
+        order, after = given.pop("order", "oldest"), given.pop("after", None)
+        params = {"tenant_id": tenant_id, "now": self.now(), "limit": limit, **given}
+        later, direction = ledger_sql.AWAITING_AFTER[order]
+        if after is not None:
+            params["after_at"], params["after_id"] = after
+        later = later if after is not None else ""
+        filters = ledger_sql.AWAITING_FILTERS
+        query = _keyset(self.sql.AWAITING_SECOND_PAGE_SQL, filters, given, later, direction)
+        rows = self._conn.execute(query, params).fetchall()
         return [p for p in map(_proposal, rows) if p is not None]
 
     # -- tokens -----------------------------------------------------------------------
@@ -403,12 +413,26 @@ class PgLedgerStore:
     reading = statements
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
-        params = {
-            "tenant_id": tenant_id,
-            "thread_id": filters.get("thread_id"),
-            "proposal_id": filters.get("proposal_id"),
-            "limit": filters.get("limit", 500),
-        }
+        """One tenant's audit rows, by `audit_id`: `order` "oldest" (the default) or
+        "newest" first, only those after `after` (an audit_id) when given, at most
+        `limit`, each filter given (thread_id, proposal_id, tool_name, status, user_id)
+        matched exactly."""
+        given = {k: v for k, v in filters.items() if v is not None}
+        order = given.pop("order", "oldest")
+        params = {"tenant_id": tenant_id, "limit": given.pop("limit", 500), **given}
+        later, direction = ledger_sql.AUDIT_AFTER[order]
+        later = later if "after" in given else ""
+        query = _keyset(self.sql.AUDIT_PAGE_SQL, ledger_sql.AUDIT_FILTERS, given, later, direction)
         with self.pool.connection() as conn:
-            rows = conn.execute(self.sql.SELECT_AUDIT_SQL, params).fetchall()
+            rows = conn.execute(query, params).fetchall()
         yield from (dict(row) for row in rows)
+
+
+def _keyset(
+    template: str, filters: dict[str, str], given: dict[str, Any], later: str, direction: str
+) -> str:
+    """A page's statement: `template` with the fixed text of each filter given, and of
+    `later` (after the cursor's row; empty on the first page), in `direction`."""
+    where = [text for name, text in filters.items() if name in given] + [later]
+    conditions = "".join(f"\n  AND {each}" for each in where if each)
+    return template.format(where=conditions, direction=direction)

@@ -82,6 +82,25 @@ SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
 WHERE tenant_id = %s AND status = 'awaiting_second_approval' AND expires_at > %s
 ORDER BY created_at LIMIT %s"""
 
+# A page of the second approver's queue: keyset on (created_at, proposal_id), neither
+# ever updated; `{where}` only of AWAITING_FILTERS' and AWAITING_AFTER's fixed texts.
+AWAITING_SECOND_PAGE_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
+WHERE tenant_id = %(tenant_id)s AND status = 'awaiting_second_approval'
+  AND expires_at > %(now)s{{where}}
+ORDER BY created_at {{direction}}, proposal_id {{direction}}
+LIMIT %(limit)s"""
+AWAITING_FILTERS = {
+    "thread_id": "thread_id = %(thread_id)s",
+    "proposal_id": "proposal_id = %(proposal_id)s",
+    "operation": "operation = %(operation)s",
+    "exclude": "subject <> %(exclude)s",
+}
+AWAITING_AFTER = {
+    "oldest": ("(created_at, proposal_id) > (%(after_at)s, %(after_id)s)", "ASC"),
+    "newest": ("(created_at, proposal_id) < (%(after_at)s, %(after_id)s)", "DESC"),
+}
+
 REPLACE_TOKEN_HASH_SQL = """
 UPDATE writegate.tokens SET token_hash = %(new_hash)s, expires_at = %(expires_at)s
 WHERE proposal_id = %(proposal_id)s AND status = 'issued'
@@ -178,6 +197,26 @@ WHERE tenant_id = %(tenant_id)s
   AND (%(proposal_id)s::text IS NULL OR proposal_id = %(proposal_id)s)
 ORDER BY audit_id
 LIMIT %(limit)s"""
+
+# A page of the audit: keyset on audit_id (a bigserial, never updated), after the
+# cursor's row, oldest or newest first. `{where}` is made only of AUDIT_FILTERS' and
+# AUDIT_AFTER's fixed texts, one per filter given, so each shape plans on its index.
+AUDIT_PAGE_SQL = f"""
+SELECT audit_id, created_at, {AUDIT_COLUMNS} FROM writegate.audit
+WHERE tenant_id = %(tenant_id)s{{where}}
+ORDER BY audit_id {{direction}}
+LIMIT %(limit)s"""
+AUDIT_FILTERS = {
+    "thread_id": "thread_id = %(thread_id)s",
+    "proposal_id": "proposal_id = %(proposal_id)s",
+    "tool_name": "tool_name = %(tool_name)s",
+    "status": "status = %(status)s",
+    "user_id": "user_id = %(user_id)s",
+}
+AUDIT_AFTER = {
+    "oldest": ("audit_id > %(after)s", "ASC"),
+    "newest": ("audit_id < %(after)s", "DESC"),
+}
 
 SET_TRACEPARENT_SQL = """
 UPDATE writegate.proposals SET traceparent = %s WHERE proposal_id = %s"""

@@ -611,6 +611,16 @@ CREATE TRIGGER failover_escalations_outbox AFTER INSERT ON writegate.failover_es
     FOR EACH ROW WHEN (NEW.tenant_id IS NOT NULL)
     EXECUTE FUNCTION writegate.failover_escalation_events();
 """,
+    # 8. pages by a key that never changes (approval/views.py, docs/paging.md): a
+    # tenant's audit, or a thread's, or a tool's, in audit_id order; the second
+    # approver's queue in (created_at, proposal_id) order. Indexes only.
+    """
+CREATE INDEX audit_page_idx ON writegate.audit (tenant_id, audit_id);
+CREATE INDEX audit_thread_page_idx ON writegate.audit (thread_id, audit_id);
+CREATE INDEX audit_tool_page_idx ON writegate.audit (tenant_id, tool_name, audit_id);
+CREATE INDEX proposals_second_page_idx ON writegate.proposals (tenant_id, created_at, proposal_id)
+    WHERE status = 'awaiting_second_approval';
+""",
 ]
 
 # A database set up before the schema (its ledger in `public`, version 12 or later of

@@ -34,7 +34,16 @@ from writegate.approval.models import Identity
 from writegate.approval.reconcile import Reconciler
 from writegate.approval.service import Policy
 from writegate.approval.spec import ToolSpec
-from writegate.approval.views import AuditRow, ProposalView, audit_filters
+from writegate.approval.views import (
+    AuditRow,
+    Order,
+    Page,
+    ProposalView,
+    audit_after,
+    audit_filters,
+    audit_key,
+    page_of,
+)
 from writegate.checkpoints.database import check_database, resolve_database_url
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.ops import PgBacklog
@@ -196,25 +205,49 @@ class Writegate:
         thread_id: str | None = None,
         proposal_id: str | None = None,
         limit: int = 500,
-    ) -> list[AuditRow]:
-        """The audit rows of one tenant (required: never another's), oldest first, at
-        most `limit`; only a thread's or a proposal's when one is given."""
-        tenant_id, limit = audit_filters(tenant_id, limit, thread_id, proposal_id)
-        rows = self.runtime.store.audit_rows(
-            tenant_id, thread_id=thread_id, proposal_id=proposal_id, limit=limit
+        cursor: str | None = None,
+        order: Order = "oldest",
+        tool_name: str | None = None,
+        status: str | None = None,
+    ) -> Page[AuditRow]:
+        """The audit rows of one tenant (required: never another's), `order` "oldest"
+        (the default) or "newest" first, at most `limit`; only a thread's, a proposal's,
+        a tool's or a status's when one is given. A list, with `next_cursor`: pass it
+        back as `cursor` (same order) for the next page; None on the last."""
+        tenant_id, limit = audit_filters(
+            tenant_id, limit, thread_id, proposal_id, tool_name, status
         )
-        return [AuditRow.of(row) for row in rows]
+        rows = self.runtime.store.audit_rows(
+            tenant_id, thread_id=thread_id, proposal_id=proposal_id, tool_name=tool_name,
+            status=status, order=order, after=audit_after(cursor, order), limit=limit + 1,
+        )  # fmt: skip
+        return page_of([AuditRow.of(row) for row in rows], limit, "audit", order, audit_key)
 
     # -- a second approver, and revocation ----------------------------------------------
     # `identity` is the acting person, from your application's signed-in session. Every
     # refusal is a `WritegateError` (`forbidden`, `not_found`, `self_approval`,
     # `proposal_not_pending`, `proposal_expired`, `revoke_too_late`, ...), and audited.
 
-    def awaiting_second_approval(self, identity: Identity) -> list[ProposalView]:
+    def awaiting_second_approval(
+        self,
+        identity: Identity,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        order: Order = "oldest",
+        thread_id: str | None = None,
+        proposal_id: str | None = None,
+        tool_name: str | None = None,
+    ) -> Page[ProposalView]:
         """What this approver may approve: their tenant's proposals whose requester
-        confirmed them and that wait for a second approver, never their own."""
-        waiting = self.runtime.service.awaiting_second_approval(_acting(identity))
-        return [ProposalView.of(proposal) for proposal in waiting]
+        confirmed them and that wait for a second approver, never their own; `order`
+        first (by when each was proposed), at most `limit`, filtered as given. A list,
+        with `next_cursor` for the next page (None on the last), as `audit`'s."""
+        page = self.runtime.service.awaiting_second_approval(
+            _acting(identity), limit=limit, cursor=cursor, order=order,
+            thread_id=thread_id, proposal_id=proposal_id, tool_name=tool_name,
+        )  # fmt: skip
+        return Page(map(ProposalView.of, page), page.next_cursor)
 
     def approve_as_second(self, identity: Identity, proposal_id: str) -> ProposalView:
         """Approve as a different user of the same tenant with the `approver` role: the

@@ -35,6 +35,12 @@ Roles = Annotated[
     typer.Option("--role", help="A role you act in (repeatable); default: approver."),
 ]
 
+Limit = Annotated[int, typer.Option("--limit", min=1, max=1000, help="At most this many.")]
+Cursor = Annotated[
+    str | None, typer.Option("--cursor", help="The next page, as the last one printed it.")
+]
+OrderOption = Annotated[str, typer.Option("--order", help="oldest (the default) or newest first.")]
+
 
 def register(app: typer.Typer) -> None:
     app.command("approve")(approve)
@@ -131,12 +137,30 @@ def revoke(
         console.print(f"[green]ok[/green] {pid} is revoked; executing it now fails")
 
 
-def approvals(user: User, tenant: Tenant, role: Roles = None) -> None:
-    """List the proposals of your tenant waiting for a second approval."""
+def approvals(
+    user: User,
+    tenant: Tenant,
+    role: Roles = None,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+    order: OrderOption = "oldest",
+) -> None:
+    """List the proposals of your tenant waiting for a second approval, a page at a time."""
     identity = _identity(user, tenant, role)
     with _runtime() as runtime:
-        waiting = runtime.service.awaiting_second_approval(identity)
+        waiting = runtime.service.awaiting_second_approval(
+            identity, limit=limit, cursor=cursor, order=order
+        )
     console.print(approvals_table(waiting, tenant))
+    print_next_cursor(waiting.next_cursor)
+
+
+def print_next_cursor(cursor: str | None) -> None:
+    """The line after a page: how to ask for the next one, or that this was the last."""
+    if cursor is None:
+        console.print("last page")
+    else:
+        console.print(inert(f"next page: --cursor {cursor}"), soft_wrap=True)
 
 
 def approvals_table(waiting: list[Proposal], tenant: str) -> Table:

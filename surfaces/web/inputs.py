@@ -101,10 +101,31 @@ class ApprovalQuery(_In):
     limit: int = Field(default=50, ge=1, le=200)
 
 
-class AuditQuery(_In):
+class PageQuery(_In):
+    """A list a page at a time (docs/paging.md)."""
+
+    cursor: str | None = Field(
+        default=None,
+        max_length=512,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="The previous page's next_cursor, unchanged; none for the first page.",
+    )
+    order: Literal["oldest", "newest"] = Field(default="oldest", description="Which end first.")
+
+
+class AuditQuery(PageQuery):
     thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
     proposal_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    tool_name: str | None = Field(default=None, pattern=ID_PATTERN)
+    status: str | None = Field(default=None, pattern=ID_PATTERN)
     limit: int = Field(default=200, ge=1, le=500)
+
+
+class ReviewQuery(PageQuery):
+    thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    proposal_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    tool_name: str | None = Field(default=None, pattern=ID_PATTERN)
+    limit: int = Field(default=50, ge=1, le=200)
 
 
 class NoQuery(_In):

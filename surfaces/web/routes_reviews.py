@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path
+from fastapi import APIRouter, Body, Path, Query
 
 from writegate.approval.models import Receipt
 from writegate.surfaces.web.auth import CurrentIdentity
 from writegate.surfaces.web.errors import responses
-from writegate.surfaces.web.inputs import ID_PATTERN, ReviewIn
+from writegate.surfaces.web.inputs import ID_PATTERN, ReviewIn, ReviewQuery
 from writegate.surfaces.web.schemas import ApprovalList, ReviewResult
 from writegate.surfaces.web.services import Svc
 from writegate.surfaces.web.views import approval_view, proposal_row, receipt_view
@@ -24,12 +24,18 @@ from writegate.surfaces.web.views import approval_view, proposal_row, receipt_vi
 router = APIRouter(prefix="/v1/reviews", tags=["reviews"])
 
 
-@router.get("", response_model=ApprovalList, responses=responses(401, 403))
-def list_reviews(identity: CurrentIdentity, svc: Svc) -> ApprovalList:
-    """Other users' proposals in the caller's tenant that wait for a second approver."""
-    waiting = svc.runtime.service.awaiting_second_approval(identity)
+@router.get("", response_model=ApprovalList, responses=responses(401, 403, 422))
+def list_reviews(
+    identity: CurrentIdentity, svc: Svc, query: Annotated[ReviewQuery, Query()]
+) -> ApprovalList:
+    """Other users' proposals in the caller's tenant that wait for a second approver,
+    a page at a time: `next_cursor`, given back as `cursor`, is the next page."""
+    waiting = svc.runtime.service.awaiting_second_approval(
+        identity, **query.model_dump(exclude_none=True)
+    )
     now = svc.runtime.views.now()
-    return ApprovalList(approvals=[approval_view(proposal_row(p), now) for p in waiting], now=now)
+    views = [approval_view(proposal_row(p), now) for p in waiting]
+    return ApprovalList(approvals=views, now=now, next_cursor=waiting.next_cursor)
 
 
 @router.post(

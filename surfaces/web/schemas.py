@@ -126,6 +126,9 @@ class ReviewResult(OutModel):
 class ApprovalList(OutModel):
     approvals: list[ApprovalView]
     now: datetime = Field(description="The server's clock, for countdowns.")
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null on the last."
+    )
 
 
 class Receipt(OutModel):
@@ -238,6 +241,9 @@ class AuditRow(OutModel):
 
 class AuditList(OutModel):
     rows: list[AuditRow]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null on the last."
+    )
 
 
 class Health(OutModel):

@@ -229,15 +229,25 @@ class MemoryLedgerTx:
         )
         return True
 
-    def list_awaiting_second(self, tenant_id: str, *, limit: int = 100) -> list[Proposal]:
+    def list_awaiting_second(
+        self, tenant_id: str, *, limit: int = 100, **page: Any
+    ) -> list[Proposal]:
+        newest, after = page.get("order") == "newest", page.get("after")
+        matched = {k: page.get(k) for k in ("thread_id", "proposal_id", "operation")}
         waiting = [
             p
             for p in self.s.proposals.values()
             if p.tenant_id == tenant_id
             and p.status is ProposalStatus.AWAITING_SECOND
             and p.expires_at > self._now
+            and p.subject != page.get("exclude")
+            and all(v is None or getattr(p, k) == v for k, v in matched.items())
         ]
-        return sorted(waiting, key=lambda p: p.created_at)[:limit]
+        waiting.sort(key=lambda p: (p.created_at, p.proposal_id), reverse=newest)
+        if after is not None:
+            waiting = [p for p in waiting if ((p.created_at, p.proposal_id) < after) == newest
+                       and (p.created_at, p.proposal_id) != after]  # fmt: skip
+        return waiting[:limit]
 
     def replace_token_hash(self, proposal_id: str, new_hash: str, expires_at: datetime) -> bool:
         token = self.get_token_for_proposal(proposal_id)
@@ -386,9 +396,20 @@ class MemoryLedgerStore:
     reading = statements
 
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
-        for record in list(self.state.audit):
-            row = asdict(record)
-            if row["tenant_id"] == tenant_id and all(
-                row.get(k) == v for k, v in filters.items() if v is not None
-            ):
-                yield row
+        """As the PostgreSQL store's: by audit_id, `order` first, after `after`, at
+        most `limit` (all without one), each other filter matched exactly."""
+        given = {k: v for k, v in filters.items() if v is not None}
+        newest = given.pop("order", "oldest") == "newest"
+        limit, after = given.pop("limit", None), given.pop("after", None)
+        # Its position stands for the audit_id a database would have given it.
+        records = [
+            {"audit_id": n, **asdict(record)} for n, record in enumerate(self.state.audit, 1)
+        ]
+        rows = [
+            row
+            for row in (reversed(records) if newest else records)
+            if row["tenant_id"] == tenant_id
+            and all(row.get(k) == v for k, v in given.items())
+            and (after is None or (row["audit_id"] < after if newest else row["audit_id"] > after))
+        ]
+        yield from rows if limit is None else rows[:limit]

@@ -1,7 +1,9 @@
 """A TCP proxy between writegate and PostgreSQL that cuts connections on demand.
 
 Only loopback: it listens on 127.0.0.1 (a free port) and forwards to one server on
-127.0.0.1. Each client connection gets two pump threads; cutting a connection shuts
+this machine, by its URL: over 127.0.0.1, or over its unix socket (the embedded server
+listens on nothing else), which also gives such a server a TCP address. Each client
+connection gets two pump threads; cutting a connection shuts
 down and closes both of its sockets, so the client sees a broken connection and the
 server sees its client vanish (and rolls back whatever transaction was open).
 
@@ -23,9 +25,19 @@ import socket
 import threading
 from contextlib import suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from psycopg.conninfo import conninfo_to_dict
+
 CHUNK = 65536
+
+
+def unix_socket(server_url: str) -> Path | None:
+    """The unix socket a server URL names (a folder as its host), or None."""
+    params = conninfo_to_dict(server_url)
+    host, port = str(params.get("host") or ""), str(params.get("port") or 5432)
+    return Path(host, f".s.PGSQL.{port}") if host.startswith("/") else None
 
 
 @dataclass
@@ -49,8 +61,11 @@ class _Link:
 
 
 class FaultProxy:
-    def __init__(self, target_port: int) -> None:
-        self.target = ("127.0.0.1", target_port)
+    def __init__(self, server_url: str) -> None:
+        unix = unix_socket(server_url)
+        self.family = socket.AF_UNIX if unix else socket.AF_INET
+        port = int(conninfo_to_dict(server_url).get("port") or 5432)
+        self.target: str | tuple[str, int] = str(unix) if unix else ("127.0.0.1", port)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.listener.getsockname()[1])
         self.lock = threading.Lock()
@@ -65,7 +80,9 @@ class FaultProxy:
         """`database_url` with its host and port pointing at this proxy."""
         parts = urlsplit(database_url)
         user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-        return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{self.port}"))
+        query = [q for q in parts.query.split("&") if q and not q.startswith(("host=", "port="))]
+        netloc = f"{user}127.0.0.1:{self.port}"
+        return urlunsplit(parts._replace(netloc=netloc, query="&".join(query)))
 
     # -- faults ------------------------------------------------------------------------
 
@@ -111,9 +128,12 @@ class FaultProxy:
             if down:
                 client.close()
                 continue
+            server = socket.socket(self.family, socket.SOCK_STREAM)
             try:
-                server = socket.create_connection(self.target, timeout=5)
+                server.settimeout(5)
+                server.connect(self.target)
             except OSError:  # the server itself is away: the client sees a refusal
+                server.close()
                 client.close()
                 continue
             server.settimeout(None)

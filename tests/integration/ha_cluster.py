@@ -8,7 +8,7 @@ standby on free loopback ports in a temporary folder, never the shared server.
     cluster.rejoin(down)                   # the old node back, as the standby
     cluster.remove()
 
-Every process runs as the unprivileged `postgres` user (as `private_cluster.py`), with
+Every process runs as `private_cluster.py`'s do (as root, the unprivileged `postgres` user), with
 `pg_autoctl`'s configuration and state under the temporary folder. The monitor checks
 the nodes every half second and calls a node unhealthy after one second, so a failover
 takes seconds, not the defaults' half minute (`MONITOR_SETTINGS`).
@@ -43,8 +43,10 @@ import psycopg
 from psycopg import sql
 
 from tests.integration.http_fixtures import free_port
+from tests.integration.private_cluster import as_owner, own
+from tests.system_packages import missing
 
-OWNER = "postgres"
+FAILOVER_PACKAGE = "postgresql-15-auto-failover"  # as .ci/run installs it
 DEADLINE_S = 60.0
 # The monitor's health checks (milliseconds), far below the defaults (5 s period, 20 s
 # before a node is called unhealthy): a dead primary is noticed within about a second.
@@ -80,13 +82,11 @@ WAL_SENDERS_SQL = "SELECT pid FROM pg_stat_replication"
 
 
 def available() -> str | None:
-    """Why the HA cluster cannot run here, or None."""
-    if os.geteuid() != 0:
-        return "needs root to run PostgreSQL as the unprivileged postgres user"
-    if shutil.which("pg_autoctl") is None:
-        return "no pg_autoctl (apt-get install postgresql-15-auto-failover)"
-    if not glob.glob("/usr/lib/postgresql/*/lib/pgautofailover.so"):
-        return "no pgautofailover extension for the installed PostgreSQL"
+    """Why the HA cluster cannot run here (pg_auto_failover is missing), or None."""
+    if shutil.which("pg_autoctl") is None or not glob.glob(
+        "/usr/lib/postgresql/*/lib/pgautofailover.so"
+    ):
+        return missing(FAILOVER_PACKAGE, "the HA cluster")
     return None
 
 
@@ -141,7 +141,7 @@ class HaCluster:
         self.synchronous = synchronous
         self.bin = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1])
         self.root = Path(tempfile.mkdtemp(prefix="writegate-ha-"))
-        shutil.chown(self.root, OWNER)
+        own(self.root)
         self.monitor = Node(0, free_port(), self.root / "monitor")
         self.nodes = [Node(n, free_port(), self.root / f"node{n}") for n in (1, 2)]
         self.failovers = 0
@@ -163,14 +163,12 @@ class HaCluster:
     def _autoctl(self, *args: str) -> str:
         done = subprocess.run(
             ["pg_autoctl", *args],
-            user=OWNER,
-            group=OWNER,
-            extra_groups=[],
             env=self._env(),
             cwd=self.root,
             capture_output=True,
             text=True,
             timeout=DEADLINE_S,
+            **as_owner(),
         )
         if done.returncode != 0:
             raise RuntimeError(f"pg_autoctl {args[0:2]} failed: {done.stderr[-3000:]}")
@@ -182,15 +180,13 @@ class HaCluster:
         with node.log.open("ab") as log:
             node.agent = subprocess.Popen(
                 ["pg_autoctl", "run", "--pgdata", str(node.data)],
-                user=OWNER,
-                group=OWNER,
-                extra_groups=[],
                 env=self._env(),
                 cwd=self.root,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                **as_owner(),
             )
 
     @staticmethod

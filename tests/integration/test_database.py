@@ -16,6 +16,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from typer.testing import CliRunner
 
+from tests.integration.fault_proxy import unix_socket
 from writegate.__main__ import command
 from writegate.checkpoints import database
 from writegate.checkpoints.database import (
@@ -34,13 +35,9 @@ def no_env_url(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def tcp_server(test_server_url: str) -> tuple[str, int]:
-    """The test server's address, when it is one a local probe could find."""
-    params = conninfo_to_dict(test_server_url)
-    host = str(params.get("host") or "")
-    if host not in ("127.0.0.1", "localhost") or params.get("password"):
-        pytest.skip("the test server is not a password-less server on this machine")
-    return host, int(params.get("port") or 5432)
+def tcp_server(loopback_server: tuple[str, int]) -> tuple[str, int]:
+    """The test server's address on 127.0.0.1, where a local probe finds a server."""
+    return loopback_server
 
 
 @pytest.fixture
@@ -88,10 +85,15 @@ def test_local_tcp_server_detected_and_database_created(
 
 
 @pytest.mark.usefixtures("no_env_url")
-def test_local_socket_detected(app_database: str) -> None:
+def test_local_socket_detected(
+    monkeypatch: pytest.MonkeyPatch, test_server_url: str, app_database: str
+) -> None:
     sockets = [d for d in database.LOCAL_SOCKET_DIRS if Path(d, ".s.PGSQL.5432").exists()]
-    if not sockets:
-        pytest.skip("no PostgreSQL socket in the default places")
+    if not sockets:  # no server in the default places: the test server's socket (embedded)
+        own = unix_socket(test_server_url)
+        if own is None or own.name != ".s.PGSQL.5432" or not own.exists():
+            pytest.skip(f"no PostgreSQL socket in {database.LOCAL_SOCKET_DIRS} nor the test's")
+        monkeypatch.setattr(database, "LOCAL_SOCKET_DIRS", (str(own.parent),))
     url = resolve_database_url()
     assert "host=" in url and "@/" in url
     assert _current_database(url) == app_database

@@ -143,8 +143,7 @@ def clean(world: World, tenant: str, approved: int = 1) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def module_world(create_database: Callable[[], str], test_server_url: str) -> Iterator[World]:
     db = seeded_database(create_database)
-    port = int(test_server_url.split("@")[-1].split("/")[0].rsplit(":", 1)[1])
-    proxy = FaultProxy(port)
+    proxy = FaultProxy(test_server_url)
     provider = ProviderProcess(db).start()
     hooks = Hooks()
     direct = open_pool(db)

@@ -30,7 +30,7 @@ from tests.integration.fault_scripts.harness import (
     new_id,
     wait_until,
 )
-from tests.integration.private_cluster import PrivateCluster, available
+from tests.integration.private_cluster import PrivateCluster
 from writegate.approval.decisions import Confirm
 from writegate.approval.errors import InProgress, OutcomeUnknown, TemporarilyUnavailable
 from writegate.approval.execution import RetryPolicy
@@ -56,9 +56,6 @@ T = TypeVar("T")
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[PrivateCluster]:
-    reason = available()
-    if reason:
-        pytest.skip(reason)
     cluster = PrivateCluster().init()
     cluster.start()
     yield cluster

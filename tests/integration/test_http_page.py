@@ -7,7 +7,6 @@ card, and decides. Waiting uses Playwright's auto-waiting `expect`, never a slee
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,13 +20,13 @@ from tests.integration.http_fixtures import (
     provider_refunds,
     seeded_database,
 )
+from tests.system_packages import CHROMIUM, browser_missing
 from writegate.graph.demo import open_demo
 from writegate.surfaces.web import Settings, create_app
 from writegate.surfaces.web.services import TTL_ENV
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -72,8 +71,9 @@ def short_site(url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail("the browser tests need Debian's chromium: apt-get install chromium")
+    reason = browser_missing()
+    if reason:
+        pytest.skip(reason)
     with sync_playwright() as pw:
         launched = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield launched

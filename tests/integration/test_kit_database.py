@@ -125,7 +125,11 @@ def only_database_url(
         user_db = create_database()
         role = make_role(createdb)
         host, port, _ = _server_of(user_db)
-        url = f"postgresql://{role}@{host}:{port}/{conninfo_to_dict(user_db)['dbname']}"
+        dbname = conninfo_to_dict(user_db)["dbname"]
+        if host.startswith("/"):  # a server on a unix socket only (the embedded one)
+            url = f"postgresql://{role}@/{dbname}?host={host}&port={port}"
+        else:
+            url = f"postgresql://{role}@{host}:{port}/{dbname}"
         monkeypatch.delenv(SERVER_ENV, raising=False)
         monkeypatch.setenv("DATABASE_URL", url)
         monkeypatch.setattr(database, "LOCAL_SOCKET_DIRS", ())
@@ -194,13 +198,11 @@ def test_a_role_that_may_not_create_databases_is_told_what_to_do(
 
 def test_with_nothing_set_the_kit_uses_the_server_writegate_open_resolves(
     monkeypatch: pytest.MonkeyPatch,
-    test_server_url: str,
+    loopback_server: tuple[str, int],
     make_role: Callable[[bool], str],
     admin: psycopg.Connection[tuple[object, ...]],
 ) -> None:
-    host, port, _ = _server_of(test_server_url)
-    if host not in ("127.0.0.1", "localhost"):
-        pytest.skip("the test server is not one a local probe could find")
+    host, port = loopback_server
     role = make_role(True)
     monkeypatch.delenv(SERVER_ENV, raising=False)
     monkeypatch.delenv("DATABASE_URL", raising=False)
@@ -226,16 +228,20 @@ def test_with_nothing_set_the_kit_uses_the_server_writegate_open_resolves(
 def test_with_no_server_at_all_the_kit_goes_where_writegate_open_goes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """No DATABASE_URL and no local server: the embedded server. Starting it takes an
-    initdb (seconds), so this runs only where it is refused at once: as root, the kit
-    must give the same answer `Writegate.open()` gives."""
-    if os.geteuid() != 0:
-        pytest.skip("would start the embedded server (an initdb); covered as root")
+    """No DATABASE_URL and no local server: the embedded server, in its usual folder
+    (where the suite's own may already run: then nothing is started). As root it is
+    refused at once, and the kit must give the same answer `Writegate.open()` gives."""
     monkeypatch.delenv(SERVER_ENV, raising=False)
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setattr(database, "LOCAL_SOCKET_DIRS", (str(tmp_path / "no-socket"),))
     port = _closed_port()
     monkeypatch.setattr(database, "LOCAL_TCP_ADDRESSES", (("127.0.0.1", port),))
+    if os.geteuid() != 0:
+        with throwaway_database() as scratch, psycopg.connect(scratch) as conn:
+            row = conn.execute("SELECT current_setting('data_directory')").fetchone()
+            assert row is not None and Path(row[0]) == database.embedded_data_dir()
+            assert _server_of(scratch) == _server_of(database.resolve_server_url())
+        return
     monkeypatch.setenv("WRITEGATE_HOME", str(tmp_path / "home"))
     with pytest.raises(DatabaseUnavailable) as opened:
         resolve_database_url()

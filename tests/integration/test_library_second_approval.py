@@ -215,3 +215,28 @@ def test_the_acting_person_is_an_identity_from_the_host(wg: Writegate) -> None:
         wg.approve_as_second({"user_id": "lead"}, "prop_x")  # type: ignore[arg-type]
     with pytest.raises(MissingIdentity):
         wg.revoke(Identity("", TENANT, frozenset({"approver"})), "prop_x")
+
+
+def test_the_queue_pages_newest_or_oldest_first_never_the_approvers_own(wg: Writegate) -> None:
+    tenant = f"tenant_{secrets.token_hex(4)}"
+    clerk, lead = Identity("clerk", tenant), Identity("lead", tenant, frozenset({"approver"}))
+    threads = [Thread(wg, clerk) for _ in range(5)]
+    Thread(wg, lead)  # the approver's own request: never in their queue
+    for order in ("oldest", "newest"):
+        seen, cursor = [], None
+        while True:
+            page = wg.awaiting_second_approval(lead, limit=2, cursor=cursor, order=order)
+            assert len(page) <= 2
+            seen += [p.proposal_id for p in page]
+            if (cursor := page.next_cursor) is None:
+                break
+        made = [t.proposal_id for t in threads]
+        assert seen == (made if order == "oldest" else made[::-1])
+    only = wg.awaiting_second_approval(
+        lead, thread_id=threads[2].config["configurable"]["thread_id"]
+    )
+    assert [p.proposal_id for p in only] == [threads[2].proposal_id] and only.next_cursor is None
+    assert wg.awaiting_second_approval(lead, tool_name="something_else") == []
+    with pytest.raises(WritegateError) as refused:
+        wg.awaiting_second_approval(lead, cursor=page.next_cursor or "bad")
+    assert refused.value.to_dict()["code"] == "validation_failed"

@@ -119,7 +119,8 @@ def test_a_write_on_a_node_turned_read_only_is_an_outage(create_database: Callab
     `default_transaction_read_only` (psycopg's `options`) stand in for such a node."""
     url = create_database()
     setup_database(url)
-    pool = open_pool(f"{url}?options=-c%20default_transaction_read_only%3Don", max_size=2)
+    read_only = "options=-c%20default_transaction_read_only%3Don"
+    pool = open_pool(f"{url}{'&' if '?' in url else '?'}{read_only}", max_size=2)
     try:
         with pytest.raises(TemporarilyUnavailable) as refused:
             _write(PgLedgerStore(pool), 1)

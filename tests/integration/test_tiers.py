@@ -7,6 +7,7 @@ with the confirmation that satisfies it and the ones that must not.
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -425,3 +426,26 @@ def test_an_unknown_key_in_a_tier_is_still_refused():
     data["tiers"][0]["proposal_ttl"] = 60
     with pytest.raises(ValueError, match="proposal_ttl"):
         parse_policy(data)
+
+
+def test_the_console_queue_pages_and_prints_the_next_cursor(rt, monkeypatch):
+    monkeypatch.setattr(console, "width", 400)  # a cursor stays on one line
+    tenant = "tenant_" + secrets.token_hex(4)
+    requester = Identity("clerk", tenant)
+    made = []
+    for _ in range(3):
+        proposal = propose_refund(rt, new_order(rt, 600000, requester), 600000, requester)
+        confirm(rt, proposal, "¥6,000.00", requester)
+        made.append(proposal.proposal_id)
+    me = ("--user", "lead_1", "--tenant", tenant, "--limit", "2")
+    first = run_cli(rt, "approvals", *me)
+    assert first.exit_code == 0, first.output
+    assert made[0] in first.output and made[1] in first.output and made[2] not in first.output
+    (cursor,) = re.findall(r"next page: --cursor (\S+)", first.output)
+    second = run_cli(rt, "approvals", *me, "--cursor", cursor)
+    assert made[2] in second.output and made[0] not in second.output
+    assert "last page" in second.output
+    newest = run_cli(rt, "approvals", *me, "--order", "newest")
+    assert made[2] in newest.output and made[0] not in newest.output
+    wrong = run_cli(rt, "approvals", *me, "--cursor", cursor, "--order", "newest")
+    assert wrong.exit_code == 1 and "validation_failed" in wrong.output
