@@ -152,6 +152,7 @@ class ToolCallGate:
                     asked_proposal_id=proposal.proposal_id,
                     presented=partial(self.rt.presented.was_presented, *question),
                     arg_schema=self.rt.registry.get(proposal.operation).json_schema,
+                    operation=proposal.operation,
                 )
                 if isinstance(decision, Confirm):
                     # Asked again after this answer: it was refused then, and audited.
