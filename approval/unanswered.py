@@ -77,7 +77,7 @@ def close_client_answered(
         proposal = _latest(tx, identity, thread_id, message_id, tool_call_id)
         if proposal is None or proposal.status not in _CLOSABLE:
             return None
-        _cancel(tx, identity, proposal, started, CLIENT_ANSWERED)
+        cancel_locked(tx, identity, proposal, started, CLIENT_ANSWERED)
     return closed(proposal.proposal_id)
 
 
@@ -94,7 +94,7 @@ def close_unanswered(
         if proposal is None:
             raise closed(None)
         if proposal.status in _CLOSABLE:
-            _cancel(tx, identity, proposal, started)
+            cancel_locked(tx, identity, proposal, started)
         elif proposal.status is ProposalStatus.EXECUTED:
             execution = tx.get_execution(proposal_id=proposal.proposal_id)
     if execution is not None:
@@ -107,14 +107,15 @@ def close_unanswered(
     raise ended or closed(proposal.proposal_id)
 
 
-def _cancel(
+def cancel_locked(
     tx: LedgerTx,
     identity: Identity,
     proposal: Proposal,
     started: float,
     why: dict[str, Any] = SUPERSEDED,
 ) -> None:
-    """Cancel the locked proposal in `tx`; a confirmed one's token is revoked with it."""
+    """Cancel the proposal locked in `tx` (audited with `why`); a confirmed one's token
+    is revoked with it."""
     moved = tx.transition_proposal(
         proposal.proposal_id,
         proposal.status,

@@ -70,7 +70,7 @@ def resolved_by_command(config: RunnableConfig, tool_call_id: str) -> bool:
     if any(channel == RESUME for _, channel, _ in writes):
         return False  # an answer came with this run
     parent = saver.get_tuple(found.parent_config)
-    return parent is not None and _waited(parent.pending_writes or (), tool_call_id)
+    return parent is not None and waited(parent.pending_writes or (), tool_call_id)
 
 
 def _root(conf: dict[str, Any], checkpoint_id: str | None) -> RunnableConfig:
@@ -83,7 +83,7 @@ def _root(conf: dict[str, Any], checkpoint_id: str | None) -> RunnableConfig:
     }
 
 
-def _waited(writes: Sequence[Any], tool_call_id: str) -> bool:
+def waited(writes: Sequence[Any], tool_call_id: str) -> bool:
     """Whether these writes hold writegate's question for this call, unanswered."""
     for _, channel, value in writes:
         if channel != INTERRUPT:

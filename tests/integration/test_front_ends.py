@@ -15,6 +15,7 @@ Effects are counted at the tests' own downstream (`pay`'s ledger).
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -25,6 +26,8 @@ from tests.fakes.openai_server import FakeOpenAIServer, FakeToolCall
 from tests.integration import test_boundaries as edge
 from tests.integration.front_end_payloads import CLIENT_CONTENT, chat_input
 from tests.integration.library_helpers import (
+    TENANT,
+    USER,
     asked,
     confirm,
     last_tool,
@@ -33,7 +36,7 @@ from tests.integration.library_helpers import (
     run_config,
 )
 from tests.integration.test_boundaries import ask_to_pay, audit_of, chat_model, proposal_row, thread
-from writegate import Writegate
+from writegate import Identity, Writegate
 
 # test_boundaries' fixtures: its database, Writegate, the three ways in, the fake OpenAI.
 db, wg, way, openai = edge.db, edge.wg, edge.way, edge.openai
@@ -208,3 +211,45 @@ def test_anything_else_in_a_list_is_refused_naming_the_shapes(
     assert '"accept"' in again.value["error"]["message"]
     assert proposal_row(db, question.value["proposal_id"])["status"] == "awaiting_confirmation"
     assert payments(account) == 0
+
+
+# -- 5. a thread ended or deleted outside writegate ------------------------------------------
+
+
+def test_agent_inbox_ignore_state_update_leaves_an_orphan_an_operator_ends(
+    way: Any, wg: Writegate, db: str
+) -> None:
+    account = new_account()
+    graph, config, question = ask_to_pay(way, wg, account, "ok")
+    proposal_id = question.value["proposal_id"]
+    assert proposal_id not in [p.proposal_id for p in wg.orphaned(timedelta(0))]
+    # Agent Inbox's "Ignore": no values, as `__end__`. Nothing of writegate runs.
+    graph.update_state(config, None, as_node="__end__")
+    assert graph.get_state(config).interrupts == ()
+    assert proposal_id in [p.proposal_id for p in wg.orphaned(timedelta(0))]
+    assert proposal_id not in [p.proposal_id for p in wg.orphaned(timedelta(hours=1))]
+    ended = wg.end_orphaned("operator:test", timedelta(0))
+    assert proposal_id in [p.proposal_id for p in ended]
+    assert proposal_row(db, proposal_id)["status"] == "cancelled"
+    row = audit_of(db, proposal_id)[-1]
+    assert row["status"] == "cancelled" and row["user_id"] == "operator:test"
+    assert row["result"]["reason"] == "thread_ended"
+    assert proposal_id not in [p.proposal_id for p in wg.orphaned(timedelta(0))]
+    late = graph.invoke(Command(resume=[{"type": "accept", "args": None}]), config)
+    assert not asked(late) and payments(account) == 0
+
+
+def test_ending_a_deleted_thread_cancels_only_its_owners_proposals(
+    way: Any, wg: Writegate, db: str
+) -> None:
+    account = new_account()
+    graph, config, question = ask_to_pay(way, wg, account, "ok")
+    proposal_id, thread_id = question.value["proposal_id"], config["configurable"]["thread_id"]
+    assert wg.end_thread(Identity("user_other", TENANT), thread_id, deleted=True) == []
+    assert proposal_row(db, proposal_id)["status"] == "awaiting_confirmation"
+    assert wg.end_thread(Identity(USER, TENANT), thread_id, deleted=True) == [proposal_id]
+    row = audit_of(db, proposal_id)[-1]
+    assert (row["status"], row["user_id"]) == ("cancelled", USER)
+    assert row["result"]["reason"] == "thread_deleted"
+    late = graph.invoke(Command(resume=confirm(question)), config)
+    assert not asked(late) and payments(account) == 0
