@@ -23,6 +23,7 @@ and the question is cancelled rather than asked of nobody again.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,7 +60,7 @@ def resolved_by_command(config: RunnableConfig, tool_call_id: str) -> bool:
     # not told it resumes), can carry the command.
     if saver is None or not (conf.get(CONFIG_KEY_RESUMING) or conf.get(CONFIG_KEY_REPLAY_STATE)):
         return False
-    found = saver.get_tuple(_root(conf, (conf.get(CONFIG_KEY_CHECKPOINT_MAP) or {}).get("")))
+    found = _read(saver, _root(conf, (conf.get(CONFIG_KEY_CHECKPOINT_MAP) or {}).get("")))
     if found is None:
         return False
     writes = found.pending_writes or ()
@@ -69,8 +70,22 @@ def resolved_by_command(config: RunnableConfig, tool_call_id: str) -> bool:
         return False
     if any(channel == RESUME for _, channel, _ in writes):
         return False  # an answer came with this run
-    parent = saver.get_tuple(found.parent_config)
+    parent = _read(saver, found.parent_config)
     return parent is not None and waited(parent.pending_writes or (), tool_call_id)
+
+
+def _read(saver: Any, config: RunnableConfig) -> Any:
+    """`saver.get_tuple(config)`. LangGraph Server wraps a custom async checkpointer
+    (writegate's Postgres one under `langgraph dev`) in an adapter with no synchronous
+    reads; this node runs in a worker thread, so the read goes to the loop the saver
+    belongs to. None if neither is possible: the question is then asked again."""
+    try:
+        return saver.get_tuple(config)
+    except NotImplementedError:
+        loop = getattr(saver, "loop", None)
+        if not isinstance(loop, asyncio.AbstractEventLoop) or loop.is_closed():
+            return None
+        return asyncio.run_coroutine_threadsafe(saver.aget_tuple(config), loop).result()
 
 
 def _root(conf: dict[str, Any], checkpoint_id: str | None) -> RunnableConfig:
