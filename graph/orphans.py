@@ -26,11 +26,13 @@ ORPHANS_LIMIT = 1000
 ORPHAN_GRACE = timedelta(minutes=5)
 
 
-def orphaned(runtime: Runtime, saver: Any, older_than: timedelta) -> list[Proposal]:
-    """Open proposals older than `older_than` whose thread, checkpointed here, no longer
-    asks them."""
+def orphaned(
+    runtime: Runtime, saver: Any, older_than: timedelta, tenant_id: str | None = None
+) -> list[Proposal]:
+    """Open proposals (of `tenant_id`, or all) older than `older_than` whose thread,
+    checkpointed here, no longer asks them."""
     _, pending = runtime.views.threads_with_pending(
-        user_id=None, tenant_id=None, limit=ORPHANS_LIMIT
+        user_id=None, tenant_id=tenant_id, limit=ORPHANS_LIMIT
     )
     with runtime.store.reading() as reads:
         now = reads.now()

@@ -241,19 +241,22 @@ class Writegate:
         why = THREAD_DELETED if deleted else THREAD_ENDED
         return end_thread(self.runtime.service, _acting(identity), thread_id, why)
 
-    def orphaned(self, older_than: timedelta = ORPHAN_GRACE) -> list[ProposalView]:
+    def orphaned(
+        self, older_than: timedelta = ORPHAN_GRACE, tenant_id: str | None = None
+    ) -> list[ProposalView]:
         """Open proposals whose thread, checkpointed in this database, no longer asks
-        them (ended or deleted elsewhere; see graph/orphans.py), older than `older_than`."""
-        found = orphaned(self.runtime, self.checkpointer, older_than)
+        them (ended elsewhere; see graph/orphans.py), older than `older_than`, of
+        `tenant_id` or of every tenant."""
+        found = orphaned(self.runtime, self.checkpointer, older_than, tenant_id)
         return [ProposalView.of(proposal) for proposal in found]
 
     def end_orphaned(
-        self, operator: str, older_than: timedelta = ORPHAN_GRACE
+        self, operator: str, older_than: timedelta = ORPHAN_GRACE, tenant_id: str | None = None
     ) -> list[ProposalView]:
         """Cancel what `orphaned` lists, each audited as ended by `operator` (in the
         proposal's tenant), `thread_ended`. What was cancelled."""
         ended: list[ProposalView] = []
-        for proposal in orphaned(self.runtime, self.checkpointer, older_than):
+        for proposal in orphaned(self.runtime, self.checkpointer, older_than, tenant_id):
             who = Identity(user_id=operator, tenant_id=proposal.tenant_id)
             cancelled = end_thread(
                 self.runtime.service,

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.types import Command
+from typer.testing import CliRunner
 
 from tests.fakes.openai_server import FakeOpenAIServer, FakeToolCall
 from tests.integration import test_boundaries as edge
@@ -37,6 +38,7 @@ from tests.integration.library_helpers import (
 )
 from tests.integration.test_boundaries import ask_to_pay, audit_of, chat_model, proposal_row, thread
 from writegate import Identity, Writegate
+from writegate.__main__ import command
 
 # test_boundaries' fixtures: its database, Writegate, the three ways in, the fake OpenAI.
 db, wg, way, openai = edge.db, edge.wg, edge.way, edge.openai
@@ -253,3 +255,18 @@ def test_ending_a_deleted_thread_cancels_only_its_owners_proposals(
     assert row["result"]["reason"] == "thread_deleted"
     late = graph.invoke(Command(resume=confirm(question)), config)
     assert not asked(late) and payments(account) == 0
+
+
+def test_writegate_orphans_lists_then_ends_them(wg: Writegate, db: str) -> None:
+    graph, config, question = ask_to_pay(edge.hand_built, wg, new_account(), "ok")
+    proposal_id = question.value["proposal_id"]
+    graph.update_state(config, None, as_node="__end__")
+    runner, app = CliRunner(), command()
+    env = {"DATABASE_URL": db, "COLUMNS": "250"}
+    listed = runner.invoke(app, ["orphans", "--older-than", "0"], env=env)
+    assert listed.exit_code == 0 and proposal_id in listed.output
+    assert proposal_row(db, proposal_id)["status"] == "awaiting_confirmation"
+    ended = runner.invoke(app, ["orphans", "--older-than", "0", "--end", "--by", "ops"], env=env)
+    assert ended.exit_code == 0 and "cancelled by ops" in ended.output
+    assert proposal_row(db, proposal_id)["status"] == "cancelled"
+    assert audit_of(db, proposal_id)[-1]["user_id"] == "ops"
