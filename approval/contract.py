@@ -5,8 +5,9 @@ A write's question reaches a client as the value of a LangGraph interrupt
 and LangChain's `action_requests` / `review_configs`, so that Agent Chat UI and LangGraph
 Studio render it as they render LangChain's own human-in-the-loop requests. The answer,
 passed as `Command(resume=...)`, is writegate's event (`Confirm`, `Decline`, `Cancel`,
-`Edit` in approval/decisions.py) or LangChain's `{"decisions": [...]}` shape
-(`HitlDecisions`). Every key here is stable: clients rely on it.
+`Edit` in approval/decisions.py), LangChain's `{"decisions": [...]}` shape
+(`HitlDecisions`), or Agent Inbox's `HumanResponse` list (approval/inbox.py). Every
+key here is stable: clients rely on it.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class ActionRequest(TypedDict):
     args: dict[str, Any]
     """The arguments the card shows as fields, in the tool's order; after a refused
     answer, a first field says why it was refused and what approving runs now."""
+    arguments: dict[str, Any]
+    """The same as `args`, under the key Agent Inbox reads for its card's fields."""
     description: str
     """The preview as text: the refusal first, then title, fields, impact and expiry."""
 

@@ -3,8 +3,9 @@
 Only structured events count. Free text ("ok", "好的") is not a decision: parsing it
 fails with `invalid_decision`, and nothing is confirmed. LangChain's human-in-the-loop
 shape (`{"decisions": [{"type": "approve" | "reject" | "edit", ...}]}`, see
-`approval/hitl.py`) is accepted too, so existing LangGraph UIs can answer; it is bound
-to the proposal being asked about, and only when its sender could have read the question.
+`approval/hitl.py`) and Agent Inbox's list (`approval/inbox.py`) are accepted too, so
+existing LangGraph UIs can answer; such an answer is bound to the proposal being asked
+about, and only when its sender could have read the question.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from writegate.approval.errors import InvalidDecision
-from writegate.approval.hitl import from_hitl, is_hitl
+from writegate.approval.hitl import HitlAnswer, from_hitl, from_inbox_list, is_hitl
+from writegate.approval.inbox import is_inbox
 
 
 class _Decision(BaseModel):
@@ -65,8 +67,23 @@ def accepted_shapes(proposal_id: str) -> str:
         '(action "confirm", "decline" with an optional "reason", "cancel", or "edit" with '
         '"args"), or with LangChain\'s decisions, e.g. {"decisions": [{"type": "approve"}]} '
         '(type "approve", "reject" with an optional "message", or "edit" with '
-        '"edited_action": {"name": ..., "args": {...}})'
+        '"edited_action": {"name": ..., "args": {...}}), or with Agent Inbox\'s list, e.g. '
+        '[{"type": "accept", "args": null}] (type "accept", "response" with the text in '
+        '"args", "edit" with "args": {"action": ..., "args": {...}}, or "ignore")'
     )
+
+
+def _unnamed(answer: HitlAnswer, asked_proposal_id: str, presented: Callable[[], bool]) -> Any:
+    """The event of an answer in a UI's shape: one naming no proposal counts only for a
+    question its sender could have read."""
+    if not answer.named and not presented():
+        raise InvalidDecision(
+            "this answer names no proposal and came before its question was shown to "
+            "anyone; read the question shown now and answer it",
+            reason="not_presented",
+            asked_proposal_id=asked_proposal_id,
+        )
+    return answer.event
 
 
 def parse_decision(
@@ -75,6 +92,7 @@ def parse_decision(
     asked_proposal_id: str,
     presented: Callable[[], bool],
     arg_schema: Callable[[], Mapping[str, Any]] | None = None,
+    operation: str | None = None,
 ) -> Confirm | Decline | Cancel | Edit:
     """Parse a resume value for the proposal that was asked about.
 
@@ -82,23 +100,26 @@ def parse_decision(
     never answer a different pending question. A decision naming no proposal (the
     LangChain shape) counts only if `presented()` says its question reached a client
     before the answer came; `arg_schema` gives the tool's JSON schema (called only for
-    an edit in that shape), which reads its form strings.
+    an edit in that shape), which reads its form strings; `operation`, the tool asked
+    about, which an Agent Inbox edit names.
     """
+    if is_inbox(value):
+        try:
+            answer = from_inbox_list(value, asked_proposal_id, arg_schema, operation)
+        except InvalidDecision as exc:
+            raise InvalidDecision(
+                f"{exc.message}: " + accepted_shapes(asked_proposal_id), **exc.details
+            ) from exc
+        value = _unnamed(answer, asked_proposal_id, presented)
+    elif isinstance(value, dict) and is_hitl(value):
+        value = _unnamed(
+            from_hitl(value, asked_proposal_id, arg_schema, operation), asked_proposal_id, presented
+        )
     if not isinstance(value, dict):
         raise InvalidDecision(
             "free text confirms nothing: " + accepted_shapes(asked_proposal_id),
             received_type=type(value).__name__,
         )
-    if is_hitl(value):
-        answer = from_hitl(value, asked_proposal_id, arg_schema)
-        if not answer.named and not presented():
-            raise InvalidDecision(
-                "this answer names no proposal and came before its question was shown to "
-                "anyone; read the question shown now and answer it",
-                reason="not_presented",
-                asked_proposal_id=asked_proposal_id,
-            )
-        value = answer.event
     try:
         decision = _ADAPTER.validate_python(value)
     except ValidationError as exc:

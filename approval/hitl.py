@@ -22,8 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from writegate.approval.errors import InvalidDecision
+from writegate.approval.inbox import INBOX_TYPES, from_inbox, inbox_event
 
 SUPPORTED_TYPES = ("approve", "edit", "reject")
+# Agent Inbox's types, taken inside `decisions` as LangChain's own middleware takes them.
+_INBOX_ONLY = tuple(t for t in INBOX_TYPES if t != "edit")
 # No sign but a minus, no spaces, no leading zeros: the one way to write each integer.
 _PLAIN_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
 _BOOLEANS = {"true": True, "false": False}
@@ -50,10 +53,31 @@ def _named_proposal(value: Mapping[str, Any], item: Mapping[str, Any], asked: st
     return bool(named)
 
 
+def from_inbox_list(
+    value: list[Any],
+    asked_proposal_id: str,
+    arg_schema: Callable[[], Mapping[str, Any]] | None = None,
+    operation: str | None = None,
+) -> HitlAnswer:
+    """Agent Inbox's `HumanResponse` list (approval/inbox.py); it names no proposal."""
+    return HitlAnswer(
+        _with_form_args(from_inbox(value, asked_proposal_id, operation), arg_schema), False
+    )
+
+
+def _with_form_args(
+    event: dict[str, Any], arg_schema: Callable[[], Mapping[str, Any]] | None
+) -> dict[str, Any]:
+    if event["action"] == "edit" and isinstance(event.get("args"), dict) and arg_schema:
+        return {**event, "args": form_args(event["args"], arg_schema())}
+    return event
+
+
 def from_hitl(
     value: Mapping[str, Any],
     asked_proposal_id: str,
     arg_schema: Callable[[], Mapping[str, Any]] | None = None,
+    operation: str | None = None,
 ) -> HitlAnswer:
     decisions = value.get("decisions")
     if not isinstance(decisions, list) or len(decisions) != 1:
@@ -68,6 +92,8 @@ def from_hitl(
         event = {**confirm, "retyped": item["retyped"]} if "retyped" in item else confirm
     elif kind == "reject":
         event = {"action": "decline", "proposal_id": pid, "reason": item.get("message")}
+    elif kind in _INBOX_ONLY or (kind == "edit" and "edited_action" not in item):
+        event = _with_form_args(inbox_event(item, pid, operation), arg_schema)
     elif kind == "edit":
         edited = item.get("edited_action") or {}
         args = edited.get("args") if isinstance(edited, dict) else None
@@ -76,8 +102,9 @@ def from_hitl(
         event = {"action": "edit", "proposal_id": pid, "args": args}
     else:
         raise InvalidDecision(
-            f"unknown decision type {kind!r}; supported: {', '.join(SUPPORTED_TYPES)}",
-            supported=list(SUPPORTED_TYPES),
+            f"unknown decision type {kind!r}; supported: {', '.join(SUPPORTED_TYPES)} "
+            f"(and Agent Inbox's {', '.join(INBOX_TYPES)})",
+            supported=[*SUPPORTED_TYPES, *_INBOX_ONLY],
         )
     return HitlAnswer(event, named)
 

@@ -145,6 +145,10 @@ class LedgerTx(LedgerReads, Protocol):
         ...
 
     def revoke_proposal(self, proposal_id: str, expected: ProposalStatus, by: str) -> bool: ...
+    def list_thread_pending(self, thread_id: str) -> list[Proposal]:
+        """The thread's open proposals (a question, or confirmed and not run), oldest first."""
+        ...
+
     def list_awaiting_second(
         self, tenant_id: str, *, limit: int = 100, **page: Any
     ) -> list[Proposal]:

@@ -5,13 +5,17 @@ message supersedes the question: the call's proposal is cancelled (audited, with
 so it cannot run later and does not wait until it expires, and the caller learns what
 became of the call, to tell the model in the call's own tool message. A call whose
 write already ran keeps its receipt; one that ended some other way says how.
+
+A client may also write a tool message of its own for the waiting call (Agent Chat UI
+does, "Successfully handled tool call.", before every new message). It answers nothing:
+the proposal is cancelled all the same, and the caller replaces the client's words.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from writegate.approval.audit import decision_audit
 from writegate.approval.errors import Cancelled, ForeignCall, WritegateError
@@ -21,6 +25,8 @@ from writegate.approval.store import LedgerStore, LedgerTx
 
 # What the cancellation's audit row and tool message say about why.
 SUPERSEDED = {"reason": "new_message", "why": "a new message came instead of an answer"}
+# The same, when the client also wrote a tool message for the call (Agent Chat UI does).
+CLIENT_ANSWERED = {**SUPERSEDED, "client_answer": "ignored: a client's tool message is no answer"}
 # A pending question, or confirmed and not run yet: nothing will run it now.
 _CLOSABLE = (*DECIDABLE, ProposalStatus.CONFIRMED)
 
@@ -46,6 +52,35 @@ def closed(proposal_id: str | None, *, write: bool = True) -> Cancelled:
     )
 
 
+def _latest(
+    tx: LedgerTx, identity: Identity, thread_id: str, message_id: str, tool_call_id: str
+) -> Proposal | None:
+    """The call's proposal (the latest of its edits), locked; None if it has none."""
+    proposal = tx.get_call_proposal(thread_id, message_id, tool_call_id)
+    while proposal is not None and proposal.superseded_by:  # edited: the latest one
+        proposal = tx.get_proposal(proposal.superseded_by)
+    if proposal is None:
+        return None
+    if (proposal.subject, proposal.tenant_id) != (identity.user_id, identity.tenant_id):
+        raise ForeignCall()
+    return tx.get_proposal(proposal.proposal_id, for_update=True) or proposal
+
+
+def close_client_answered(
+    host: Host, identity: Identity, thread_id: str, message_id: str, tool_call_id: str
+) -> Cancelled | None:
+    """A tool message answers the call: writegate's own once the write ended, but one a
+    client wrote if the proposal still waits. Then it is cancelled (committed, audited)
+    as a new message cancels it, and the cancellation returned; else None."""
+    started = time.perf_counter()
+    with host.store.transaction() as tx:
+        proposal = _latest(tx, identity, thread_id, message_id, tool_call_id)
+        if proposal is None or proposal.status not in _CLOSABLE:
+            return None
+        cancel_locked(tx, identity, proposal, started, CLIENT_ANSWERED)
+    return closed(proposal.proposal_id)
+
+
 def close_unanswered(
     host: Host, identity: Identity, thread_id: str, message_id: str, tool_call_id: str
 ) -> Receipt:
@@ -55,16 +90,11 @@ def close_unanswered(
     started = time.perf_counter()
     execution = None
     with host.store.transaction() as tx:
-        proposal = tx.get_call_proposal(thread_id, message_id, tool_call_id)
-        while proposal is not None and proposal.superseded_by:  # edited: the latest one
-            proposal = tx.get_proposal(proposal.superseded_by)
+        proposal = _latest(tx, identity, thread_id, message_id, tool_call_id)
         if proposal is None:
             raise closed(None)
-        if (proposal.subject, proposal.tenant_id) != (identity.user_id, identity.tenant_id):
-            raise ForeignCall()
-        proposal = tx.get_proposal(proposal.proposal_id, for_update=True) or proposal
         if proposal.status in _CLOSABLE:
-            _cancel(tx, identity, proposal, started)
+            cancel_locked(tx, identity, proposal, started)
         elif proposal.status is ProposalStatus.EXECUTED:
             execution = tx.get_execution(proposal_id=proposal.proposal_id)
     if execution is not None:
@@ -77,8 +107,15 @@ def close_unanswered(
     raise ended or closed(proposal.proposal_id)
 
 
-def _cancel(tx: LedgerTx, identity: Identity, proposal: Proposal, started: float) -> None:
-    """Cancel the locked proposal in `tx`; a confirmed one's token is revoked with it."""
+def cancel_locked(
+    tx: LedgerTx,
+    identity: Identity,
+    proposal: Proposal,
+    started: float,
+    why: dict[str, Any] = SUPERSEDED,
+) -> None:
+    """Cancel the proposal locked in `tx` (audited with `why`); a confirmed one's token
+    is revoked with it."""
     moved = tx.transition_proposal(
         proposal.proposal_id,
         proposal.status,
@@ -89,6 +126,4 @@ def _cancel(tx: LedgerTx, identity: Identity, proposal: Proposal, started: float
     if proposal.status is ProposalStatus.CONFIRMED:
         tx.revoke_token(proposal.proposal_id)
     cancelled = replace(proposal, status=ProposalStatus.CANCELLED)
-    tx.insert_audit(
-        decision_audit(identity, cancelled, "cancelled", started, result=dict(SUPERSEDED))
-    )
+    tx.insert_audit(decision_audit(identity, cancelled, "cancelled", started, result=dict(why)))

@@ -260,6 +260,10 @@ class PgLedgerTx:
                   "now": self.now()}  # fmt: skip
         return self._one(self.sql.REVOKE_PROPOSAL_SQL, params) is not None
 
+    def list_thread_pending(self, thread_id: str) -> list[Proposal]:
+        rows = self._conn.execute(self.sql.SELECT_THREAD_PENDING_SQL, (thread_id,)).fetchall()
+        return [p for p in map(_proposal, rows) if p is not None]
+
     def list_awaiting_second(
         self, tenant_id: str, *, limit: int = 100, **page: Any
     ) -> list[Proposal]:

@@ -77,6 +77,13 @@ UPDATE writegate.proposals SET status = 'revoked', revoked_by = %(by)s, revoked_
 WHERE proposal_id = %(proposal_id)s AND status = %(expected)s
 RETURNING proposal_id"""
 
+# A thread's proposals still open (a question, or confirmed and not run yet).
+SELECT_THREAD_PENDING_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
+WHERE thread_id = %s
+  AND status IN ('awaiting_confirmation', 'awaiting_second_approval', 'confirmed')
+ORDER BY created_at"""
+
 SELECT_AWAITING_SECOND_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
 WHERE tenant_id = %s AND status = 'awaiting_second_approval' AND expires_at > %s

@@ -15,14 +15,19 @@ The tokens below are demo tokens for the seeded demo users. In your deployment,
 replace `user_for_token` with your identity provider's check (verify a JWT's
 signature, audience and expiry, or look up a session) and return the same fields.
 Threads belong to the user who created them: nobody else lists, reads or runs them.
+Deleting a thread cancels its waiting approvals (`Writegate.end_thread`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import threading
 from typing import Any
 
 from langgraph_sdk import Auth
+
+from writegate import Identity, Writegate
 
 # Demo only: token -> the user it stands for. `tenant_id` and `roles` are the fields
 # writegate reads by default (`ServerUserFields`); `trust` could be set here as well.
@@ -59,15 +64,47 @@ async def authenticate(
     return {**user, "permissions": []}  # type: ignore[typeddict-item]
 
 
-@auth.on.threads
-async def own_threads_only(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType:
-    """A thread is stamped with its creator; every other thread is out of sight."""
-    owner = {
+def _owner(ctx: Auth.types.AuthContext) -> dict[str, str]:
+    return {
         "owner": ctx.user.identity,
         "owner_tenant": str(getattr(ctx.user, "tenant_id", "") or ""),
     }
+
+
+@auth.on.threads
+async def own_threads_only(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType:
+    """A thread is stamped with its creator; every other thread is out of sight."""
+    owner = _owner(ctx)
     if isinstance(value, dict):
         metadata = value.setdefault("metadata", {})
         if isinstance(metadata, dict):
             metadata.update(owner)
     return owner
+
+
+@auth.on.threads.delete
+async def end_a_deleted_threads_approvals(
+    ctx: Auth.types.AuthContext, value: Auth.types.ThreadsDelete
+) -> Auth.types.FilterType:
+    """A deleted thread's waiting approvals are cancelled (audited: by this user,
+    `thread_deleted`), so no approval page confirms them later. Only the user's own
+    proposals, so a delete the filter then refuses ends nobody else's."""
+    owner = _owner(ctx)
+    who = Identity(user_id=owner["owner"], tenant_id=owner["owner_tenant"])
+    if who.user_id and who.tenant_id and value.get("thread_id"):
+        thread_id = str(value["thread_id"])
+        await asyncio.to_thread(lambda: _writegate().end_thread(who, thread_id, deleted=True))
+    return owner
+
+
+_opened: list[Writegate] = []
+_opening = threading.Lock()
+
+
+def _writegate() -> Writegate:
+    """The ledger's face in this process (DATABASE_URL), opened on first use; ending
+    proposals needs no tools."""
+    with _opening:
+        if not _opened:
+            _opened.append(Writegate.open(tools=[]))
+        return _opened[0]

@@ -158,6 +158,7 @@ class ToolCallGate:
                     asked_proposal_id=proposal.proposal_id,
                     presented=partial(self.rt.presented.was_presented, *question),
                     arg_schema=self.rt.registry.get(proposal.operation).json_schema,
+                    operation=proposal.operation,
                 )
                 if isinstance(decision, Confirm):
                     # Asked again after this answer: it was refused then, and audited.
@@ -232,7 +233,7 @@ class ToolCallGate:
         try:
             return interrupt(request)
         except GraphInterrupt:
-            if resolved_by_command(config):
+            if resolved_by_command(config, str(request["tool_call_id"])):
                 return RESOLVE  # "Mark as Resolved" (graph/resolve.py): not asked again
             # The question ends this run: from now on a client can read it.
             self.rt.presented.record(*question)
@@ -241,7 +242,10 @@ class ToolCallGate:
     def _resolve(
         self, call: dict[str, Any], identity: Identity, proposal: Proposal
     ) -> dict[str, Any]:
-        """The thread was marked resolved: cancel this question's proposal, end the turn."""
+        """The thread was marked resolved: cancel this question's proposal (the latest
+        of its edits: a forked run asks from the first), end the turn."""
+        while proposal.superseded_by:
+            proposal = self.rt.service.get_proposal(identity, proposal.superseded_by)
         exc: WritegateError = Cancelled(
             "the user marked the conversation resolved without deciding; do not retry it",
             proposal_id=proposal.proposal_id,

@@ -175,7 +175,15 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
             "cancel": {"action": "cancel", "proposal_id": proposal.proposal_id},
             "edit": {"action": "edit", "proposal_id": proposal.proposal_id, "args": args},
         },
-        "action_requests": [{"name": proposal.operation, "args": card, "description": description}],
+        # Both keys: LangChain reads `args`, Agent Inbox `arguments`.
+        "action_requests": [
+            {
+                "name": proposal.operation,
+                "args": card,
+                "arguments": card,
+                "description": description,
+            }
+        ],
         "review_configs": [
             {"action_name": proposal.operation, "allowed_decisions": ["approve", "edit", "reject"]}
         ],
@@ -186,19 +194,24 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
 
 
 def without_refusal_field(answer: Any, args: dict[str, Any]) -> Any:
-    """`answer` without the refusal field a LangChain edit sent back from the card."""
+    """`answer` without the refusal field an edit sent back from the card (LangChain's
+    decisions, or Agent Inbox's list)."""
+    if REFUSAL_FIELD in args:
+        return answer
+    if isinstance(answer, list):
+        return [_without_field(item, "args") for item in answer]
     decisions = answer.get("decisions") if isinstance(answer, dict) else None
-    if REFUSAL_FIELD in args or not isinstance(decisions, list):
+    if not isinstance(decisions, list):
         return answer
     return {**answer, "decisions": [_without_field(item) for item in decisions]}
 
 
-def _without_field(item: Any) -> Any:
-    edited = item.get("edited_action") if isinstance(item, dict) else None
+def _without_field(item: Any, key: str = "edited_action") -> Any:
+    edited = item.get(key) if isinstance(item, dict) else None
     if not isinstance(edited, dict) or not isinstance(edited.get("args"), dict):
         return item
     sent = {k: v for k, v in edited["args"].items() if k != REFUSAL_FIELD}
-    return {**item, "edited_action": {**edited, "args": sent}}
+    return {**item, key: {**edited, "args": sent}}
 
 
 def executed_values(messages: Any) -> dict[str, dict[str, Any]]:

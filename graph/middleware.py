@@ -49,7 +49,7 @@ from writegate.graph.resolve import ends_turn
 from writegate.graph.runtime import Runtime
 from writegate.graph.settled import awaiting_news, settled_updates
 from writegate.graph.turn import turn_refusal, turn_refusals
-from writegate.graph.unanswered import Unanswered, unanswered_calls, with_answers
+from writegate.graph.unanswered import Unanswered, with_answers
 from writegate.tools.kit import GuardedTool
 from writegate.tools.registry import openai_function
 
@@ -118,7 +118,7 @@ class WritegateMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def _needs_ledger(self, messages: list[AnyMessage]) -> bool:
         """Whether this model call has anything to look up: no I/O for the answer."""
-        return bool(unanswered_calls(messages) or awaiting_news(messages))
+        return bool(self.unanswered.needed(messages) or awaiting_news(messages))
 
     def _turn(self, messages: list[AnyMessage], config: RunnableConfig) -> tuple[_Turn, Any]:
         answers = self.unanswered.answers(messages, config)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from writegate.approval.downstream import RetryPolicy
+from writegate.approval.ended import THREAD_DELETED, THREAD_ENDED, end_thread
 from writegate.approval.errors import MissingIdentity
 from writegate.approval.models import Identity
 from writegate.approval.reconcile import Reconciler
@@ -50,6 +52,7 @@ from writegate.checkpoints.ops import PgBacklog
 from writegate.graph.build import build_graph
 from writegate.graph.identity import identity_of, thread_of
 from writegate.graph.nodes import LIBRARY_PROMPT
+from writegate.graph.orphans import ORPHAN_GRACE, orphaned
 from writegate.graph.runtime import Runtime
 from writegate.graph.tool_node import build_before_model, build_tool_node
 from writegate.tools.kit import GuardedTool
@@ -266,6 +269,45 @@ class Writegate:
         """Stop an approval that has not executed (an approver or admin of the tenant, or
         the requester); once it started executing, `revoke_too_late`."""
         return ProposalView.of(self.runtime.service.revoke(_acting(identity), proposal_id))
+
+    # -- threads that ended without writegate ------------------------------------------
+
+    def end_thread(self, identity: Identity, thread_id: str, *, deleted: bool = False) -> list[str]:
+        """The thread was deleted, or ended (a state update to `__end__`) where writegate
+        did not run: cancel `identity`'s open proposals on it, each audited as ended by
+        them. Call it from the hook that learns it (a LangGraph Server auth handler's
+        thread delete, see examples/server_auth.py). The ids cancelled."""
+        why = THREAD_DELETED if deleted else THREAD_ENDED
+        return end_thread(self.runtime.service, _acting(identity), thread_id, why)
+
+    def orphaned(
+        self, older_than: timedelta = ORPHAN_GRACE, tenant_id: str | None = None
+    ) -> list[ProposalView]:
+        """Open proposals whose thread, checkpointed in this database, no longer asks
+        them (ended elsewhere; see graph/orphans.py), older than `older_than`, of
+        `tenant_id` or of every tenant."""
+        found = orphaned(self.runtime, self.checkpointer, older_than, tenant_id)
+        return [ProposalView.of(proposal) for proposal in found]
+
+    def end_orphaned(
+        self, operator: str, older_than: timedelta = ORPHAN_GRACE, tenant_id: str | None = None
+    ) -> list[ProposalView]:
+        """Cancel what `orphaned` lists, each audited as ended by `operator` (in the
+        proposal's tenant), `thread_ended`. What was cancelled."""
+        ended: list[ProposalView] = []
+        for proposal in orphaned(self.runtime, self.checkpointer, older_than, tenant_id):
+            who = Identity(user_id=operator, tenant_id=proposal.tenant_id)
+            cancelled = end_thread(
+                self.runtime.service,
+                who,
+                proposal.thread_id,
+                THREAD_ENDED,
+                any_owner=True,
+                only=proposal.proposal_id,
+            )
+            if cancelled:
+                ended.append(ProposalView.of(proposal))
+        return ended
 
     # -- lifetime ---------------------------------------------------------------------
 

@@ -87,7 +87,8 @@ def db_reset(
         bool, typer.Option("--yes", help="Reset even when the database holds other data.")
     ] = False,
 ) -> None:
-    """Put the demo tenant's rows back as seeded (ord_1001 refundable again).
+    """Put the demo tenant's rows back as seeded (ord_1001 refundable again), and
+    cancel its approvals no thread asks any more (see `writegate orphans`).
 
     Only demo rows change. Without --yes it refuses when the database holds more than
     demo data: another tenant's orders, tickets or proposals, or demo-tenant orders and
@@ -109,6 +110,21 @@ def db_reset(
 
     _with_connection(reset)
     console.print(f"[green]ok[/green] reset to the seeded {SEEDED}")
+    ended = _end_orphans()
+    if ended:
+        console.print(f"[green]ok[/green] cancelled {ended} approval(s) no thread asks any more")
+
+
+def _end_orphans() -> int:
+    """The demo tenant's approvals whose thread here no longer asks them (see
+    `writegate orphans`): cancelled, audited as the reset's."""
+    from datetime import timedelta
+
+    from writegate import Writegate
+    from writegate.tools.demo.seed import DEMO_TENANT
+
+    with Writegate.open(database_url(), tools=[]) as wg:
+        return len(wg.end_orphaned("operator:db-reset", timedelta(0), DEMO_TENANT))
 
 
 def _with_connection(work: Callable[[Any], None]) -> None:

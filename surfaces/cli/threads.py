@@ -16,11 +16,49 @@ from rich.text import Text
 
 from writegate.checkpoints.database import describe_database
 from writegate.surfaces.cli.common import console, database_url, err_console
-from writegate.surfaces.cli.terminal import inert
+from writegate.surfaces.cli.terminal import clean, inert
 
 
 def register(app: typer.Typer) -> None:
     app.command("threads")(threads)
+    app.command("orphans")(orphans)
+
+
+def orphans(
+    end: Annotated[bool, typer.Option("--end", help="Cancel them (audited).")] = False,
+    older_than: Annotated[
+        int, typer.Option("--older-than", min=0, help="Only proposals older than this (minutes).")
+    ] = 5,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Who ends them, for the audit (default: you).")
+    ] = None,
+) -> None:
+    """List approvals whose thread no longer asks them (ended or deleted outside
+    writegate), and with --end cancel them. Touches only writegate's tables."""
+    import getpass
+    from datetime import timedelta
+
+    from writegate import Writegate
+    from writegate.surfaces.cli.render import reported_errors
+
+    grace = timedelta(minutes=older_than)
+    with reported_errors(err_console), Writegate.open(database_url(), tools=[]) as wg:
+        operator = by or f"operator:{getpass.getuser()}"
+        found = wg.end_orphaned(operator, grace) if end else wg.orphaned(grace)
+    table = Table(title="orphaned approvals", title_justify="left", header_style="bold")
+    for column in ("thread", "proposal", "what", "user", "tenant"):
+        table.add_column(column, no_wrap=True)
+    for view in found:
+        table.add_row(
+            inert(view.thread_id),
+            inert(view.proposal_id),
+            inert(view.operation),
+            inert(view.requested_by),
+            inert(view.tenant_id),
+        )
+    console.print(table)
+    verb = f"cancelled by {clean(operator)}" if end else "found (--end cancels them)"
+    console.print(inert(f"{len(found)} orphaned approval(s) {verb}"))
 
 
 def threads(

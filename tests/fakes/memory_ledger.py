@@ -17,6 +17,7 @@ from typing import Any
 
 from writegate.approval.errors import InvalidTransition
 from writegate.approval.models import (
+    PENDING,
     AuditRecord,
     Execution,
     ExecutionStatus,
@@ -228,6 +229,12 @@ class MemoryLedgerTx:
             p, status=ProposalStatus.REVOKED, revoked_by=by, revoked_at=self._now
         )
         return True
+
+    def list_thread_pending(self, thread_id: str) -> list[Proposal]:
+        found = [
+            p for p in self.s.proposals.values() if p.thread_id == thread_id and p.status in PENDING
+        ]
+        return sorted(found, key=lambda p: p.created_at)
 
     def list_awaiting_second(
         self, tenant_id: str, *, limit: int = 100, **page: Any

@@ -242,3 +242,26 @@ def test_approving_after_a_refused_edit_runs_the_values_the_card_shows(
     [receipt] = [json.loads(m["content"]) for m in messages if m.get("name") == "refund_order"]
     assert receipt["status"] == "succeeded" and receipt["args_digest"] == first["args_digest"]
     assert _rows(url, AMOUNTS_SQL, "ord_1002") == [4500]
+
+
+STATUSES_SQL = "SELECT status FROM writegate.proposals WHERE thread_id = %s"
+LAST_AUDIT_SQL = (
+    "SELECT user_id || ' ' || status || ' ' || (result->>'reason') FROM writegate.audit "
+    "WHERE thread_id = %s ORDER BY audit_id DESC LIMIT 1"
+)
+
+
+def test_deleting_a_thread_cancels_its_waiting_approval_and_only_the_owner_can(
+    served: tuple[str, str],
+) -> None:
+    base_url, url = served
+    user_42, user_7 = _client(base_url, USER_42), _client(base_url, USER_7)
+    thread_id, _ = _ask(user_42, REFUND_1001)
+    assert _pending(user_42, thread_id)["operation"] == "refund_order"
+    # Another user's delete is refused by the thread filter and ends nothing.
+    with pytest.raises(httpx.HTTPStatusError):
+        user_7.threads.delete(thread_id)
+    assert _rows(url, STATUSES_SQL, thread_id) == ["awaiting_confirmation"]
+    user_42.threads.delete(thread_id)
+    assert _rows(url, STATUSES_SQL, thread_id) == ["cancelled"]
+    assert _rows(url, LAST_AUDIT_SQL, thread_id) == ["user_42 cancelled thread_deleted"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from writegate.approval.decisions import Confirm, Edit, parse_decision
+from writegate.approval.decisions import Cancel, Confirm, Decline, Edit, parse_decision
 from writegate.approval.errors import InvalidDecision
 
 SCHEMA: dict[str, Any] = {
@@ -81,8 +81,69 @@ def test_an_answer_naming_another_proposal_is_refused(value: dict[str, Any]) -> 
     assert refused.value.details["received_proposal_id"] == "p2"
 
 
-@pytest.mark.parametrize("kind", ["respond", "response", "ignore", "accept", None])
+@pytest.mark.parametrize("kind", ["respond", "reply", None])
 def test_an_unsupported_decision_type_names_the_supported_ones(kind: str | None) -> None:
     with pytest.raises(InvalidDecision) as refused:
         _parse({"decisions": [{"type": kind, "args": "text"}]})
     assert "approve, edit, reject" in refused.value.message
+    assert "accept, edit, response, ignore" in refused.value.message
+
+
+INBOX_ANSWERS = [
+    ({"type": "accept", "args": None}, Confirm(action="confirm", proposal_id="p1")),
+    (
+        {"type": "response", "args": "wrong order"},
+        Decline(action="decline", proposal_id="p1", reason="wrong order"),
+    ),
+    ({"type": "ignore", "args": None}, Cancel(action="cancel", proposal_id="p1")),
+    (
+        {"type": "edit", "args": {"action": "op", "args": {"amount_minor": "500"}}},
+        Edit(action="edit", proposal_id="p1", args={"amount_minor": 500}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("item", "decision"), INBOX_ANSWERS, ids=lambda v: str(v)[:20])
+def test_agent_inbox_answers_as_a_list_or_inside_decisions(item: Any, decision: Any) -> None:
+    assert _parse_inbox([item]) == decision
+    assert _parse_inbox({"decisions": [item]}) == decision
+
+
+def _parse_inbox(value: Any) -> Any:
+    return parse_decision(
+        value,
+        asked_proposal_id="p1",
+        presented=lambda: True,
+        arg_schema=lambda: SCHEMA,
+        operation="op",
+    )
+
+
+def test_agent_inbox_accept_carrying_its_card_confirms_the_stored_proposal() -> None:
+    card = {"action": "op", "args": {"amount_minor": "1"}}
+    assert _parse_inbox([{"type": "accept", "args": card}]) == INBOX_ANSWERS[0][1]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [{"type": "response", "args": ""}],
+        [{"type": "response", "args": {"text": "x"}}],
+        [{"type": "edit", "args": {"action": "other_op", "args": {}}}],
+        [{"type": "edit", "args": {"amount_minor": "1"}}],
+        [{"type": "accept"}, {"type": "accept"}],
+        [],
+        ["accept"],
+    ],
+)
+def test_any_other_list_is_refused_naming_the_accepted_shapes(value: Any) -> None:
+    with pytest.raises(InvalidDecision) as refused:
+        _parse_inbox(value)
+    assert '{"type": "accept", "args": null}' in refused.value.message
+    assert '{"decisions": [{"type": "approve"}]}' in refused.value.message
+
+
+def test_an_unnamed_inbox_answer_before_its_question_was_shown_is_refused() -> None:
+    with pytest.raises(InvalidDecision) as refused:
+        _parse([{"type": "accept", "args": None}], shown=False)
+    assert refused.value.details["reason"] == "not_presented"
