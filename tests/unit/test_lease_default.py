@@ -13,7 +13,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 SECONDS = f"{DEFAULT_LEASE.total_seconds():g}"
 # Where the docs quote it, each with the figure left out.
 QUOTES = [
-    ("library.md", "| `lease` | {} s |"),
+    ("downstream.md", "| `lease` | {} s |"),
     ("operations.md", "lease (in the soak; {} s by default)"),
     ("operations.md", "tools: {} s by default, 2 s in the soak"),
     ("scaling.md", "(2 s in the soak, {} s by default)"),
