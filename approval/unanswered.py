@@ -21,7 +21,7 @@ from writegate.approval.audit import decision_audit
 from writegate.approval.errors import Cancelled, ForeignCall, WritegateError
 from writegate.approval.models import DECIDABLE, Identity, Proposal, ProposalStatus, Receipt
 from writegate.approval.outcomes import execution_outcome, proposal_error
-from writegate.approval.store import LedgerStore, LedgerTx
+from writegate.approval.store import LedgerReads, LedgerStore, LedgerTx
 
 # What the cancellation's audit row and tool message say about why.
 SUPERSEDED = {"reason": "new_message", "why": "a new message came instead of an answer"}
@@ -52,13 +52,21 @@ def closed(proposal_id: str | None, *, write: bool = True) -> Cancelled:
     )
 
 
+def _latest_seen(
+    reads: LedgerReads, thread_id: str, message_id: str, tool_call_id: str
+) -> Proposal | None:
+    """The call's proposal, the latest of its edits; None if it has none."""
+    proposal = reads.get_call_proposal(thread_id, message_id, tool_call_id)
+    while proposal is not None and proposal.superseded_by:  # edited: the latest one
+        proposal = reads.get_proposal(proposal.superseded_by)
+    return proposal
+
+
 def _latest(
     tx: LedgerTx, identity: Identity, thread_id: str, message_id: str, tool_call_id: str
 ) -> Proposal | None:
     """The call's proposal (the latest of its edits), locked; None if it has none."""
-    proposal = tx.get_call_proposal(thread_id, message_id, tool_call_id)
-    while proposal is not None and proposal.superseded_by:  # edited: the latest one
-        proposal = tx.get_proposal(proposal.superseded_by)
+    proposal = _latest_seen(tx, thread_id, message_id, tool_call_id)
     if proposal is None:
         return None
     if (proposal.subject, proposal.tenant_id) != (identity.user_id, identity.tenant_id):
@@ -73,6 +81,11 @@ def close_client_answered(
     client wrote if the proposal still waits. Then it is cancelled (committed, audited)
     as a new message cancels it, and the cancellation returned; else None."""
     started = time.perf_counter()
+    # Nearly always writegate's own answer to a write that ended: one read, no lock.
+    with host.store.reading() as reads:
+        seen = _latest_seen(reads, thread_id, message_id, tool_call_id)
+    if seen is None or seen.status not in _CLOSABLE:
+        return None
     with host.store.transaction() as tx:
         proposal = _latest(tx, identity, thread_id, message_id, tool_call_id)
         if proposal is None or proposal.status not in _CLOSABLE:
