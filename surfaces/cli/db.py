@@ -39,8 +39,7 @@ def db_status() -> None:
     migrated it, beside this code's (changes nothing)."""
     import psycopg
 
-    from writegate import __version__
-    from writegate.checkpoints.migrate import migration_status
+    from writegate.checkpoints.migrate import RELEASE, migration_status
     from writegate.checkpoints.schema import CORE
     from writegate.surfaces.store.schema import SERVICE
     from writegate.tools.demo.schema import DEMO
@@ -53,7 +52,7 @@ def db_status() -> None:
         err_console.print(f"[red]error:[/red] {describe_database(url)}: {exc}".strip())
         raise typer.Exit(1) from None
     console.print(f"database   {describe_database(url)}")
-    console.print(f"this code  writegate {__version__}")
+    console.print(f"this code  writegate {RELEASE}")
     for state in states:
         by = (
             f"last migrated by writegate {state.release} at {state.migrated_at:%Y-%m-%d %H:%M %Z}"

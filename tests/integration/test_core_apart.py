@@ -46,6 +46,7 @@ LEDGER_TABLES = {
     "timelines",
     "failover_checks",
     "failover_escalations",
+    "releases",
     "migrations",
 }
 
