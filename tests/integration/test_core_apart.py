@@ -48,6 +48,7 @@ LEDGER_TABLES = {
     "failover_escalations",
     "webhook_endpoints",
     "outbox",
+    "releases",
     "migrations",
 }
 

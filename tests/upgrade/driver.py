@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import psycopg
@@ -201,6 +202,30 @@ def leave(wg: Writegate) -> dict[str, Any]:
     return report
 
 
+# How long until the next unsettled execution is due for its check: past its lease
+# (the release that ran it may still hold one) and its backoff, on the database clock;
+# NULL when none is unsettled.
+NEXT_DUE_SQL = """
+SELECT extract(epoch FROM min(GREATEST(COALESCE(next_check_at, '-infinity'),
+                                       COALESCE(lease_expires_at, '-infinity'))) - now())
+FROM writegate.executions WHERE status IN ('running', 'unknown', 'failed_retryable')"""
+
+
+def _reconcile(wg: Writegate) -> list[str]:
+    """Drain the reconciler until no unsettled execution is left to wait for."""
+    settled: list[str] = []
+    deadline = time.monotonic() + 120
+    while True:
+        batch = [repr(s) for s in wg.reconciler().drain()]
+        settled += batch
+        with psycopg.connect(_url()) as conn:
+            row = conn.execute(NEXT_DUE_SQL).fetchone()
+        due_in = None if row is None or row[0] is None else float(row[0])
+        if due_in is None or (due_in <= 0 and not batch) or time.monotonic() > deadline:
+            return settled
+        time.sleep(max(due_in, 0.0) + 0.05)  # until the database says it is due
+
+
 def answer(wg: Writegate, names: list[str]) -> dict[str, Any]:
     graphs = {"tool_node": tool_node_graph(wg), "middleware": middleware_graph(wg)}
     report: dict[str, Any] = {}
@@ -209,7 +234,7 @@ def answer(wg: Writegate, names: list[str]) -> dict[str, Any]:
         threads = {r[0]: r[1:] for r in rows.fetchall()}
     for name in names:
         if name == "reconcile":
-            report[name] = repr(wg.reconciler().drain())
+            report[name] = _reconcile(wg)
             continue
         way, thread_id, proposal_id = threads[name]
         resume = {"action": "confirm", "proposal_id": proposal_id}
