@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from writegate import Identity, NotFound, write_tool
 from writegate.checkpoints.migrate import apply_migrations
