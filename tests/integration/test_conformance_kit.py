@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from writegate import Identity, NotFound, write_tool
 from writegate.checkpoints.migrate import apply_migrations
@@ -367,7 +368,7 @@ def test_the_throwaway_database_exists_while_used_and_is_dropped_after(
             return {row[0] for row in conn.execute(DATABASES_SQL)}
 
     with throwaway_database(test_server_url) as url:
-        name = url.rsplit("/", 1)[-1]
+        name = str(conninfo_to_dict(url)["dbname"])  # a unix socket's URL ends ?host=/...
         assert name.startswith("writegate_kit_") and name in names()
         holder = psycopg.connect(url)  # left open: the drop must still go through
     assert name not in names()
