@@ -29,7 +29,7 @@ import pytest
 from tests.app_db import setup_app
 from tests.integration.fault_scripts.harness import wait_until
 from tests.integration.http_fixtures import free_port
-from tests.integration.private_cluster import PrivateCluster, available
+from tests.integration.private_cluster import PrivateCluster
 from tests.integration.tier_helpers import new_order, open_runtime, propose_refund, token_of
 from writegate.approval.models import Identity
 from writegate.checkpoints.database import with_database
@@ -286,9 +286,6 @@ def test_the_outbox_survives_a_postgres_restart_mid_delivery(tmp_path: Path) -> 
     """A private cluster (never the shared one) crashes while a delivery is in flight;
     the deliverer reports the outage, goes on when the server is back, and every event
     (those from before the crash, and one written after it) arrives."""
-    reason = available()
-    if reason:
-        pytest.skip(reason)
     cluster = PrivateCluster().init()
     cluster.start()
     try:
