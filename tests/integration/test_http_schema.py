@@ -140,8 +140,14 @@ class Seeded:
 
     def use_real_ids(self, case: Any) -> None:
         """A positive case names real objects; which one is chosen by its made-up id,
-        so a run stays reproducible. Negative cases keep their ids (422 is the point)."""
-        if not case.meta.generation.mode.is_positive or not case.path_parameters:
+        so a run stays reproducible. Negative cases keep their ids (422 is the point).
+        A list's cursor is opaque and only the server makes one (a made-up one is refused,
+        422): a positive case asks for the first page instead."""
+        if not case.meta.generation.mode.is_positive:
+            return
+        if case.query and "cursor" in case.query:
+            case.query = {k: v for k, v in case.query.items() if k != "cursor"}
+        if not case.path_parameters:
             return
         for name, made_up in list(case.path_parameters.items()):
             choices = self.ids.get(name)

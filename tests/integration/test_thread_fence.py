@@ -57,8 +57,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(create_database: Callable[[], str], test_server_url: str) -> Iterator[World]:
     url = seeded_database(create_database)
-    port = int(test_server_url.split("@")[-1].split("/")[0].rsplit(":", 1)[1])
-    proxy = FaultProxy(port)
+    proxy = FaultProxy(test_server_url)
     pause = Pause()
     runtime = open_demo(url, setup=False, step_hook=pause)
     app = create_app(runtime)
