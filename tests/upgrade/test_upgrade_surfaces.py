@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,7 +30,9 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from tests.integration.http_fixtures import sse_events
 from tests.integration.mcp_helpers import cli_confirm, http_transport, server_env
 from tests.upgrade.old_release import CACHE, NEW_PYTHON, Served, command, release_python
-from tests.upgrade.releases import PREVIOUS_RELEASE
+from tests.upgrade.releases import LAST_MAIN, PREVIOUS_RELEASE
+
+SURFACES = [LAST_MAIN, PREVIOUS_RELEASE]
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -52,25 +55,26 @@ def refunds(url: str, proposal_id: str) -> int:
     return int(row[0])
 
 
-@pytest.fixture
-def old_database(create_database: Callable[[], str]) -> tuple[str, str]:
-    """A database the previous release set up and seeded, and an API key it made."""
-    old = release_python(PREVIOUS_RELEASE)
+@pytest.fixture(params=SURFACES, ids=lambda r: r.commit[:7])
+def old_database(
+    request: pytest.FixtureRequest, create_database: Callable[[], str]
+) -> tuple[Path, str, str]:
+    """An earlier release's python, a database it set up and seeded, an API key it made."""
+    old = release_python(request.param)
     url = create_database()
     for args in (("db", "setup"), ("db", "seed")):
         done = command(old, url, *args)
         assert done.returncode == 0, done.stdout + done.stderr
     key = command(old, url, "keys", "create", "--user", "user_42", "--tenant", TENANT)
     assert key.returncode == 0, key.stderr
-    return url, key.stdout.split()[-1]
+    return old, url, key.stdout.split()[-1]
 
 
 def test_a_question_left_waiting_at_the_previous_release_http_api_runs_once(
-    old_database: tuple[str, str],
+    old_database: tuple[Path, str, str],
 ) -> None:
-    url, api_key = old_database
+    old, url, api_key = old_database
     me = {"Authorization": f"Bearer {api_key}"}
-    old = release_python(PREVIOUS_RELEASE)
     with Served(old, url, "serve") as before, httpx.Client(base_url=before.base) as http:
         thread = http.post("/v1/threads", headers=me).json()["thread_id"]
         asked = http.post(
@@ -116,10 +120,9 @@ def test_a_question_left_waiting_at_the_previous_release_http_api_runs_once(
 
 
 def test_a_question_left_waiting_at_the_previous_release_mcp_server_runs_once(
-    old_database: tuple[str, str],
+    old_database: tuple[Path, str, str],
 ) -> None:
-    url, api_key = old_database
-    old = release_python(PREVIOUS_RELEASE)
+    old, url, api_key = old_database
     state_key = secrets.token_hex(16)  # the same on every replica, old and new
     args = {"order_id": "ord_1001", "amount_minor": 123, "currency": "CNY", "reason": "dented"}
 
@@ -173,7 +176,7 @@ def test_a_question_left_waiting_at_the_previous_release_mcp_server_runs_once(
 
 
 def test_a_question_left_waiting_at_a_previous_release_stdio_mcp_session_is_asked_again(
-    old_database: tuple[str, str],
+    old_database: tuple[Path, str, str],
 ) -> None:
     """A client that cannot ask its person, over stdio: the previous release's server
     leaves the question waiting and names `writegate confirm`. Over stdio the session is
@@ -182,8 +185,7 @@ def test_a_question_left_waiting_at_a_previous_release_stdio_mcp_session_is_aske
     token from the new one (`session_mismatch`, nothing runs), as it does after any
     restart. The client asks again in its new session; that question runs once, and the
     first one never runs, however often it is retried."""
-    url, _ = old_database
-    old = release_python(PREVIOUS_RELEASE)
+    old, url, _ = old_database
     args = {"order_id": "ord_1001", "amount_minor": 145, "currency": "CNY", "reason": "torn"}
 
     def params(python: str) -> StdioServerParameters:
