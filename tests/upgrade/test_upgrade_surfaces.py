@@ -1,15 +1,17 @@
-"""Approvals left waiting at the previous release's HTTP service and MCP server, answered
-by today's after the upgrade (`tests/upgrade/releases.py` names the release).
+"""Approvals left waiting at an earlier release's HTTP service and MCP server, answered
+by today's after the upgrade: the previous release (0.2.0) and the last main before it
+(`tests/upgrade/releases.py` names them).
 
-The previous release runs as its own processes, started with its documented commands
-only (`writegate db setup`, `db seed`, `keys create`, `serve`, `mcp --transport http`);
-the test talks to them over HTTP as any client does. Under it, a person's API key asks
-for a refund through the HTTP API (the demo's model proposes it, the question waits),
-and an MCP client asks for one over streamable HTTP (the server asks the person, the
-question waits). Then today's server starts on the same database while the old one is
-still up, as in a rolling release, and each question is answered through today's same
-way in. Every refund is counted at the demo provider's own table (`provider.refunds`,
-one row per refund the provider made, keyed by the request key).
+The earlier release runs as its own processes, started with its documented commands
+only (`writegate db setup`, `db seed`, `keys create`, `serve`, `mcp`); the test talks
+to them as any client does. Under it, a person's API key asks for a refund through the
+HTTP API (the demo's model proposes it, the question waits), an MCP client asks for one
+over streamable HTTP (the server asks the person, the question waits), and one over
+stdio (the question waits for `writegate confirm`). Then today's server starts on the
+same database, beside the old one where it serves HTTP, as in a rolling release, and
+each question is answered through today's same way in. Every refund is counted at the
+demo provider's own table (`provider.refunds`, one row per refund the provider made,
+keyed by the request key).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def old_database(
     return old, url, key.stdout.split()[-1]
 
 
-def test_a_question_left_waiting_at_the_previous_release_http_api_runs_once(
+def test_a_question_left_waiting_at_an_earlier_release_http_api_runs_once(
     old_database: tuple[Path, str, str],
 ) -> None:
     old, url, api_key = old_database
@@ -119,7 +121,7 @@ def test_a_question_left_waiting_at_the_previous_release_http_api_runs_once(
             assert refunds(url, pid) == 1
 
 
-def test_a_question_left_waiting_at_the_previous_release_mcp_server_runs_once(
+def test_a_question_left_waiting_at_an_earlier_release_mcp_http_server_runs_once(
     old_database: tuple[Path, str, str],
 ) -> None:
     old, url, api_key = old_database
@@ -175,10 +177,10 @@ def test_a_question_left_waiting_at_the_previous_release_mcp_server_runs_once(
             assert refunds(url, pid) == 1
 
 
-def test_a_question_left_waiting_at_a_previous_release_stdio_mcp_session_is_asked_again(
+def test_a_question_left_waiting_at_an_earlier_release_stdio_mcp_session_is_asked_again(
     old_database: tuple[Path, str, str],
 ) -> None:
-    """A client that cannot ask its person, over stdio: the previous release's server
+    """A client that cannot ask its person, over stdio: the earlier release's server
     leaves the question waiting and names `writegate confirm`. Over stdio the session is
     the server process, so the upgrade ends it: the person's confirmation (today's
     `writegate confirm`) belongs to that ended session, and today's server refuses its
