@@ -78,9 +78,19 @@ class HttpStore:
     def lock_pool(self) -> Pool:
         """The thread locks' own sessions, opened on first use (and again after close():
         an app whose lifespan ends and starts again, as a test client's does, goes on)."""
+        return self.open_lock_pool()
+
+    def open_lock_pool(self, connection_class: type[Connection[DictRow]] | None = None) -> Pool:
+        """The lock pool, opened now if it is not (with `connection_class`: the bench's
+        counting connections)."""
         with self._guard:
             if self._lock_pool is None:
-                self._lock_pool = open_pool(self.url, min_size=1, max_size=self.lock_connections)
+                self._lock_pool = open_pool(
+                    self.url,
+                    min_size=1,
+                    max_size=self.lock_connections,
+                    connection_class=connection_class,
+                )
             return self._lock_pool
 
     def close(self) -> None:
