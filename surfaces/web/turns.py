@@ -17,6 +17,8 @@ from sse_starlette import ServerSentEvent
 
 from writegate.approval.errors import NotFound
 from writegate.approval.models import Identity
+from writegate.surfaces.store.http_store import ThreadLock
+from writegate.surfaces.web.runner import Preparation
 from writegate.surfaces.web.services import Services
 from writegate.surfaces.web.sse import relay
 
@@ -34,16 +36,18 @@ async def start_turn(
     """Take the thread, close what is left open on it, and start the turn; the events
     stream from the returned iterator. NotFound, ApprovalPending, InProgress before
     anything runs."""
-    await run_in_threadpool(require_thread, svc, identity, thread_id)
     config = svc.runner.config(identity, thread_id)
-    lock = await run_in_threadpool(
-        svc.store.lock_thread, thread_id, wait_s=svc.settings.message_lock_wait_s
-    )
-    try:
-        prep = await run_in_threadpool(svc.runner.prepare, identity, config)
-    except BaseException:
-        lock.release()
-        raise
+
+    def take() -> tuple[ThreadLock, Preparation]:  # one hop to a worker thread for all three
+        require_thread(svc, identity, thread_id)
+        lock = svc.store.lock_thread(thread_id, wait_s=svc.settings.message_lock_wait_s)
+        try:
+            return lock, svc.runner.prepare(identity, config)
+        except BaseException:
+            lock.release()
+            raise
+
+    lock, prep = await run_in_threadpool(take)
 
     def produce() -> Iterator[tuple[str, Any]]:
         if prep.resume:
