@@ -19,6 +19,7 @@ from writegate.approval.errors import NotFound
 from writegate.approval.models import Identity
 from writegate.surfaces.store.http_store import ThreadLock
 from writegate.surfaces.web.runner import Preparation
+from writegate.surfaces.web.schemas import ApprovalView
 from writegate.surfaces.web.services import Services
 from writegate.surfaces.web.sse import relay
 
@@ -54,8 +55,15 @@ async def start_turn(
             yield from svc.runner.events(Command(resume=prep.resume), identity, config, lock)
         elif prep.recover:
             yield from svc.runner.events(None, identity, config, lock)
-        yield from svc.runner.events({"messages": [HumanMessage(content)]}, identity, config, lock)
-        pending = [a for a in svc.runner.thread_approvals(identity, thread_id) if a.pending]
+        asked: list[ApprovalView] = []
+        message = {"messages": [HumanMessage(content)]}
+        for kind, payload in svc.runner.events(message, identity, config, lock):
+            if kind == "approval":
+                asked.append(payload)
+            yield kind, payload
+        # The thread's open questions now are the ones this run asked: none was open
+        # when it started (prepare closed or refused them), and a run stops at its own.
+        pending = [a for a in asked if a.pending]
         status = "awaiting_approval" if pending else "done"
         yield "end", {"status": status, "pending": [a.model_dump(mode="json") for a in pending]}
 
