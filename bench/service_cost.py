@@ -16,18 +16,21 @@ Per write: the wall time (median), Python CPU (the client's thread CPU apart; th
 server's is the process's less the client's), commits and statements (counted by the
 driver, `bench.counting`, on every pool of the path, the thread locks' included),
 durable commits (commit records in the WAL) and WAL bytes (`pg_walinspect`, the
-records of the path's own database). `service` less `library` is the service's
-bookkeeping; `http` less `service` is the HTTP stack.
+records of the path's own database; a temporary replication slot keeps the WAL until
+it is read; the slot and the extension need a superuser). `service` less `library` is
+the service's bookkeeping; `http` less `service` is the HTTP stack.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.client import HTTPConnection
 from typing import Any
 
@@ -60,6 +63,7 @@ from writegate.tools.demo.seed import seed_demo
 PATHS = ("http", "service", "library")
 TARGET_RATIO = 1.3
 _LSN_SQL = "SELECT pg_current_wal_lsn() AS lsn"
+_KEEP_WAL_SQL = "SELECT pg_create_physical_replication_slot(%s, true, true)"
 _DB_OID_SQL = "SELECT oid FROM pg_database WHERE datname = %s"
 # The window's WAL records of one database: those of its transactions (a commit record
 # names no relation, its transaction's other records do), and those without a
@@ -254,9 +258,19 @@ def _wal(url: str, db_oid: int, start: str, end: str) -> tuple[int, int]:
     return int(row["commits"]), int(row["bytes"])
 
 
-def _lsn(url: str) -> str:
+def _lsn(conn: psycopg.Connection[Any]) -> str:
+    return str(conn.execute(_LSN_SQL).fetchone()["lsn"])  # type: ignore[index]
+
+
+@contextmanager
+def _wal_kept(url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A session holding a temporary physical replication slot: the server keeps the
+    WAL written meanwhile (other databases' too: the server is shared), so it can be
+    read once the writes are done. The slot goes with the session."""
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
-        return str(conn.execute(_LSN_SQL).fetchone()["lsn"])  # type: ignore[index]
+        name = "writegate_bench_" + secrets.token_hex(4)
+        conn.execute(_KEEP_WAL_SQL, (name,))
+        yield conn
 
 
 def run_service_cost(
@@ -272,18 +286,20 @@ def run_service_cost(
         for _ in range(warmup):
             for path in paths.values():
                 path.write(path.orders.pop())  # type: ignore[attr-defined]
-        before = {name: _counts(p.tally) for name, p in paths.items()}
-        start = _lsn(paths["library"].url)
-        for _ in range(writes):
-            for name, path in paths.items():
-                _timed(path, client=name == "http")
-            if advance is not None:
-                advance()
-        end = _lsn(paths["library"].url)
-        after = {name: _counts(p.tally) for name, p in paths.items()}
+        with _wal_kept(paths["library"].url) as kept:
+            before = {name: _counts(p.tally) for name, p in paths.items()}
+            start = _lsn(kept)
+            for _ in range(writes):
+                for name, path in paths.items():
+                    _timed(path, client=name == "http")
+                if advance is not None:
+                    advance()
+            end = _lsn(kept)
+            after = {name: _counts(p.tally) for name, p in paths.items()}
+            wal = {name: _wal(p.url, p.db_oid, start, end) for name, p in paths.items()}
         out: dict[str, Any] = {"writes": writes}
         for name, path in paths.items():
-            durable, wal = _wal(path.url, path.db_oid, start, end)
+            durable, wal_bytes = wal[name]
             client = statistics.fmean(path.client_cpu)
             out[name] = {
                 "wall_ms": round(1000 * statistics.median(path.walls), 1),
@@ -292,7 +308,7 @@ def run_service_cost(
                 "client_cpu_ms": round(1000 * client, 1),
                 "commits": round((after[name][0] - before[name][0]) / writes, 1),
                 "durable_commits": round(durable / writes, 1),
-                "wal_bytes": round(wal / writes),
+                "wal_bytes": round(wal_bytes / writes),
                 "statements": round((after[name][1] - before[name][1]) / writes, 1),
             }
         lib, http, svc = out["library"], out["http"], out["service"]
