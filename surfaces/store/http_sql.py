@@ -97,10 +97,10 @@ RENEW_LEASE_SQL = """
 UPDATE writegate.thread_leases SET expires_at = now() + make_interval(secs => %(lease_s)s)
 WHERE thread_id = %(thread)s AND generation = %(generation)s AND expires_at > now()
 RETURNING generation"""
-SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %s, false)"
+# Local: in the lock's own transaction, so the session's setting is back once it ends.
+SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %s, true)"
 THREAD_UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 # Shared: a request that only reads the thread, beside others that only read it.
 THREAD_LOCK_SHARED_SQL = "SELECT pg_advisory_lock_shared(hashtextextended(%s, 0))"
 THREAD_TRY_LOCK_SHARED_SQL = "SELECT pg_try_advisory_lock_shared(hashtextextended(%s, 0)) AS ok"
 THREAD_UNLOCK_SHARED_SQL = "SELECT pg_advisory_unlock_shared(hashtextextended(%s, 0))"
-RESET_LOCK_TIMEOUT_SQL = "RESET lock_timeout"

@@ -84,17 +84,14 @@ class Runner:
         """proposal id -> (interrupt id, interrupt value) for the thread's open questions."""
         return questions_in(self.state(config))
 
-    def stalled(self, config: RunnableConfig) -> bool:
-        """A run that stopped between steps (its process died) with no question open."""
-        return stalled_in(self.state(config))
-
     def prepare(self, identity: Identity, config: RunnableConfig) -> Preparation:
         """Refuse new input while a live question waits; close the expired ones first.
 
         An expired question is answered `cancel`: the service sees the expiry (on the
         database clock) and records `expired`, whatever the answer, so nothing runs.
         """
-        questions = self.questions(config)
+        state = self.state(config)
+        questions = questions_in(state)
         if questions:
             now = self.rt.views.now()
             live = sorted(pid for pid, (_, v) in questions.items() if now < _expires(v))
@@ -106,7 +103,7 @@ class Runner:
                     for pid, (iid, _) in questions.items()
                 }
             )
-        return Preparation(recover=self.stalled(config))
+        return Preparation(recover=stalled_in(state))
 
     def events(
         self, value: Any, identity: Identity, config: RunnableConfig, held: ThreadLock
