@@ -22,6 +22,7 @@ from rich.table import Table
 from writegate.approval.canonical import to_rfc3339
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import Identity, Proposal
+from writegate.approval.views import PageArgs
 from writegate.surfaces.cli.common import console, database_url
 from writegate.surfaces.cli.terminal import inert, markup_safe
 
@@ -148,9 +149,8 @@ def approvals(
     """List the proposals of your tenant waiting for a second approval, a page at a time."""
     identity = _identity(user, tenant, role)
     with _runtime() as runtime:
-        waiting = runtime.service.awaiting_second_approval(
-            identity, limit=limit, cursor=cursor, order=order
-        )
+        page = PageArgs(limit=limit, cursor=cursor, order=order)  # type: ignore[arg-type]  # checked
+        waiting = runtime.service.awaiting_second_approval(identity, page)
     console.print(approvals_table(waiting, tenant))
     print_next_cursor(waiting.next_cursor)
 

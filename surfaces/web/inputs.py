@@ -16,6 +16,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from writegate.approval.canonical import check_input
+from writegate.approval.views import PageArgs
 
 # Ids are short printable tokens; anything else is refused before it reaches SQL.
 ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
@@ -111,6 +112,10 @@ class PageQuery(_In):
         description="The previous page's next_cursor, unchanged; none for the first page.",
     )
     order: Literal["oldest", "newest"] = Field(default="oldest", description="Which end first.")
+
+    def page_args(self, *skip: str) -> PageArgs:
+        """The page this query asks for; `skip`: its fields that are not a page's."""
+        return PageArgs(**self.model_dump(exclude_none=True, exclude=set(skip)))
 
 
 class AuditQuery(PageQuery):

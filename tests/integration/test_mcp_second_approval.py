@@ -22,10 +22,10 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.app_db import setup_app
+from tests.integration.http_fixtures import seeded_database
 from tests.integration.mcp_helpers import REPO, Person, refunds_at_provider, server_env
 from tests.integration.mcp_helpers import stdio_session as requester_session
-from writegate.tools.demo.seed import create_demo_order, seed_demo
+from writegate.tools.demo.seed import create_demo_order
 
 REQUEST = "request_refund_order_confirmation"
 AMOUNT = 600_000  # ¥6,000.00
@@ -38,11 +38,7 @@ EXECUTIONS_SQL = "SELECT count(*) AS n FROM writegate.executions WHERE proposal_
 
 @pytest.fixture(scope="module")
 def mcp_db(create_database: Callable[[], str]) -> str:
-    url = create_database()
-    setup_app(url)
-    with psycopg.connect(url) as conn:
-        seed_demo(conn)
-    return url
+    return seeded_database(create_database)
 
 
 @pytest.fixture
@@ -93,6 +89,24 @@ def requester_then_approver(
     return (*anyio.run(scenario), person)
 
 
+def ran_nothing_and_told(
+    db: psycopg.Connection[Any],
+    args: dict[str, Any],
+    waiting: dict[str, Any],
+    answers: list[dict[str, Any]],
+    code: str,
+) -> None:
+    """Nothing ran, and each later call in the requester's session says how it ended."""
+    assert waiting["status"] == "awaiting_second_approval"
+    for answer in answers:
+        assert answer["is_error"] and answer["code"] == code, answer
+        assert answer["retryable"] is False
+        assert answer["details"]["proposal_id"] == waiting["proposal_id"]
+    assert refunds_at_provider(db, args["order_id"]) == 0
+    executions = db.execute(EXECUTIONS_SQL, (waiting["proposal_id"],)).fetchone()
+    assert executions is not None and executions["n"] == 0
+
+
 def test_the_second_approval_runs_the_write_once_and_the_mcp_side_reads_the_receipt(
     mcp_db: str, db: psycopg.Connection[Any]
 ) -> None:
@@ -129,14 +143,8 @@ def test_a_declined_second_approval_runs_nothing_and_the_mcp_side_is_told(
         return second_approver(mcp_db, proposal_id, "--decline")
 
     waiting, declined, then, again, _ = requester_then_approver(mcp_db, args, decline)
-    assert waiting["status"] == "awaiting_second_approval"
     assert declined.returncode == 0, declined.stdout + declined.stderr
-    assert then["is_error"] and then["code"] == "declined" and then["retryable"] is False
-    assert then["details"]["proposal_id"] == waiting["proposal_id"]
-    assert again["code"] == "declined"
-    assert refunds_at_provider(db, args["order_id"]) == 0
-    executions = db.execute(EXECUTIONS_SQL, (waiting["proposal_id"],)).fetchone()
-    assert executions is not None and executions["n"] == 0
+    ran_nothing_and_told(db, args, waiting, [then, again], "declined")
 
 
 def test_an_expired_second_approval_runs_nothing_and_the_mcp_side_is_told(
@@ -149,11 +157,5 @@ def test_an_expired_second_approval_runs_nothing_and_the_mcp_side_is_told(
         return second_approver(mcp_db, proposal_id)
 
     waiting, refused, then, again, _ = requester_then_approver(mcp_db, args, too_late)
-    assert waiting["status"] == "awaiting_second_approval"
     assert refused.returncode == 1 and "proposal_expired" in refused.stdout
-    assert then["is_error"] and then["code"] == "proposal_expired", then
-    assert then["details"]["proposal_id"] == waiting["proposal_id"]
-    assert again["code"] == "proposal_expired"
-    assert refunds_at_provider(db, args["order_id"]) == 0
-    executions = db.execute(EXECUTIONS_SQL, (waiting["proposal_id"],)).fetchone()
-    assert executions is not None and executions["n"] == 0
+    ran_nothing_and_told(db, args, waiting, [then, again], "proposal_expired")
