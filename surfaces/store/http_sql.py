@@ -5,6 +5,8 @@ approval lists it shows are the ledger's (`checkpoints/views.py`).
 
 from __future__ import annotations
 
+from writegate.checkpoints.ledger_sql import after_created
+
 INSERT_KEY_SQL = """
 INSERT INTO writegate.api_keys (key_hash, key_id, user_id, tenant_id, roles)
 VALUES (%s, %s, %s, %s, %s)
@@ -38,11 +40,14 @@ SELECT_THREAD_SQL = """
 SELECT thread_id, tenant_id, user_id, created_at FROM writegate.http_threads
 WHERE thread_id = %s AND tenant_id = %s AND user_id = %s"""
 
-LIST_THREADS_SQL = """
+# A page of a user's threads: keyset on (created_at, thread_id), neither ever updated
+# (service migration 3 indexes it); `{where}` only THREADS_AFTER's fixed text.
+LIST_THREADS_PAGE_SQL = """
 SELECT thread_id, tenant_id, user_id, created_at FROM writegate.http_threads
-WHERE tenant_id = %s AND user_id = %s
-ORDER BY created_at DESC, thread_id
-LIMIT %s"""
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s{where}
+ORDER BY created_at {direction}, thread_id {direction}
+LIMIT %(limit)s"""
+THREADS_AFTER = after_created("thread_id")
 
 # A click claims its idempotency key first; a twin finds the row and reads it.
 CLAIM_CLICK_SQL = """
