@@ -139,8 +139,9 @@ def audit_key(row: Mapping[str, Any] | AuditRow) -> list[Any]:
     return [row["audit_id"] if isinstance(row, Mapping) else row.audit_id]
 
 
-def audit_after(key: list[Any] | None) -> int | None:
-    """The audit_id an audit cursor's key carries (None for the first page), checked."""
+def serial_after(key: list[Any] | None) -> int | None:
+    """The serial id (an `audit_id`, an `escalation_id`) a cursor's key carries (None
+    for the first page), checked."""
     if key is None:
         return None
     if len(key) != 1 or type(key[0]) is not int:
@@ -163,7 +164,7 @@ def audit_page(
     rows = read(
         tenant_id, thread_id=args.thread_id, proposal_id=args.proposal_id,
         tool_name=args.tool_name, status=args.status, user_id=user_id, order=args.order,
-        after=audit_after(key), limit=limit + 1,
+        after=serial_after(key), limit=limit + 1,
     )  # fmt: skip
     return args.page(list(rows), "audit", audit_key)
 

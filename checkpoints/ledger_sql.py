@@ -107,12 +107,12 @@ AWAITING_FILTERS = {
 }
 
 
-def after_created(id_column: str) -> dict[str, tuple[str, str]]:
+def after_created(id_column: str, at: str = "created_at") -> dict[str, tuple[str, str]]:
     """Per order, the condition for rows after a `(created_at, id)` cursor's row
     (`%(after_at)s`, `%(after_id)s`) and the direction to read them in."""
     return {
-        "oldest": (f"(created_at, {id_column}) > (%(after_at)s, %(after_id)s)", "ASC"),
-        "newest": (f"(created_at, {id_column}) < (%(after_at)s, %(after_id)s)", "DESC"),
+        "oldest": (f"({at}, {id_column}) > (%(after_at)s, %(after_id)s)", "ASC"),
+        "newest": (f"({at}, {id_column}) < (%(after_at)s, %(after_id)s)", "DESC"),
     }
 
 

@@ -1,0 +1,151 @@
+"""`writegate escalations` pages: `--kind execution|failover`, `--cursor`, `--limit`,
+`--order`, with the next page's options printed after each page. A walk of each kind,
+both ways, gets every seeded escalation exactly once, in order (five escalated
+executions share each `created_at`), while another connection keeps escalating more."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+import typer
+from psycopg.rows import dict_row
+from typer.testing import CliRunner
+
+from writegate.checkpoints.schema import setup_database
+from writegate.surfaces.cli import ops as cli_ops
+
+ROWS = 60
+PAGE = 7
+ESCALATED_SQL = """
+WITH seed AS (
+    SELECT %(tag)s || lpad(n::text, 5, '0') AS id,
+           %(at)s::timestamptz + (n / 5) * interval '1 second' AS at
+    FROM generate_series(1, %(rows)s) AS n
+), proposals AS (
+    INSERT INTO writegate.proposals (proposal_id, thread_id, tool_call_id, subject, tenant_id,
+        operation, resource, args, args_digest, fingerprint, state_version, preview,
+        policy_version, request_key, status, created_at, expires_at)
+    SELECT 'prop_' || id, 'th_esc', 'call_' || id, 'alice', %(tenant)s, 'pay', 'account:a',
+        '{}', 'sha256:x', 'fp', 0, '{}', 'p1', 'rk_' || id, 'executed', at, at
+    FROM seed RETURNING proposal_id
+), tokens AS (
+    INSERT INTO writegate.tokens (token_hash, proposal_id, subject, tenant_id, audience,
+        operation, resource, args_digest, policy_version, request_key, issued_at, expires_at,
+        status, execution_id)
+    SELECT 'tok_' || id, 'prop_' || id, 'alice', %(tenant)s, 'writegate', 'pay', 'account:a',
+        'sha256:x', 'p1', 'rk_' || id, at, at, 'consumed', 'exec_' || id
+    FROM seed WHERE 'prop_' || id IN (SELECT proposal_id FROM proposals)
+    RETURNING token_hash
+)
+INSERT INTO writegate.executions (execution_id, request_key, token_hash, proposal_id,
+    tenant_id, subject, operation, resource, args, args_digest, fingerprint, status,
+    escalation, created_at, updated_at)
+SELECT 'exec_' || id, 'rk_' || id, 'tok_' || id, 'prop_' || id, %(tenant)s, 'alice', 'pay',
+    'account:a', '{}', 'sha256:x', 'fp', 'escalated', '{"reason": "still_ambiguous"}', at, at
+FROM seed WHERE 'tok_' || id IN (SELECT token_hash FROM tokens)
+RETURNING execution_id"""
+FAILOVER_SQL = """
+INSERT INTO writegate.failover_escalations (request_key, operation, tenant_id, timeline_id,
+    reason)
+SELECT %(tag)s || n, 'pay', %(tenant)s, 1, '{"reason": "lost_commit"}'
+FROM generate_series(1, %(rows)s) AS n
+RETURNING escalation_id"""
+
+
+@pytest.fixture(scope="module")
+def url(create_database: Callable[[], str]) -> str:
+    url = create_database()
+    setup_database(url)
+    return url
+
+
+@pytest.fixture(scope="module")
+def tenant() -> str:
+    return f"tenant_{secrets.token_hex(4)}"
+
+
+@pytest.fixture(scope="module")
+def seeded(url: str, tenant: str) -> dict[str, list[Any]]:
+    params = {"tenant": tenant, "rows": ROWS, "at": "2026-01-01T00:00:00Z"}
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        executions = conn.execute(ESCALATED_SQL, {**params, "tag": "seed_"}).fetchall()
+        failovers = conn.execute(FAILOVER_SQL, {**params, "tag": "seed_"}).fetchall()
+    return {
+        "execution": [r["execution_id"] for r in executions],
+        "failover": [r["escalation_id"] for r in failovers],
+    }
+
+
+def escalations(url: str, *args: str) -> typer.testing.Result:
+    app = typer.Typer()
+    cli_ops.register(app)
+    return CliRunner().invoke(app, ["escalations", *args], env={"DATABASE_URL": url})
+
+
+def walk(url: str, tenant: str, kind: str, order: str) -> list[Any]:
+    """Every page of one kind, as JSON; three more escalations of that kind are written
+    on another connection between every two pages."""
+    got: list[Any] = []
+    cursor: list[str] = []
+    with psycopg.connect(url, autocommit=True) as writer:
+        while True:
+            base = ["--json", "--tenant", tenant, "--kind", kind, "--limit", str(PAGE)]
+            result = escalations(url, *base, "--order", order, *cursor)
+            assert result.exit_code == 0, result.output
+            rows = json.loads(result.stdout)
+            assert len(rows) <= PAGE and {r["kind"] for r in rows} <= {kind}
+            got += [r["execution_id" if kind == "execution" else "escalation_id"] for r in rows]
+            more = {"tenant": tenant, "rows": 3, "at": "2026-06-01T00:00:00Z"}
+            writer.execute(
+                ESCALATED_SQL if kind == "execution" else FAILOVER_SQL,
+                {**more, "tag": f"new_{secrets.token_hex(4)}_"},
+            )
+            hint = [line for line in result.stderr.splitlines() if "--cursor" in line]
+            if not hint:
+                return got
+            cursor = ["--cursor", hint[0].split("--cursor ", 1)[1].strip()]
+
+
+@pytest.mark.parametrize("order", ["oldest", "newest"])
+@pytest.mark.parametrize("kind", ["execution", "failover"])
+def test_each_kind_of_escalation_pages_once_each_while_more_are_escalated(
+    url: str, tenant: str, seeded: dict[str, list[Any]], kind: str, order: str
+) -> None:
+    got = walk(url, tenant, kind, order)
+    counts = Counter(got)
+    assert not {i for i, n in counts.items() if n > 1}
+    wanted = seeded[kind] if order == "oldest" else seeded[kind][::-1]
+    assert [i for i in got if i in set(wanted)] == wanted
+    assert len(got) > ROWS  # rows escalated meanwhile came too, each once
+
+
+def test_both_kinds_print_a_next_page_line_each(
+    url: str, tenant: str, seeded: dict[str, list[Any]]
+) -> None:
+    shown = escalations(url, "--tenant", tenant, "--limit", "2")
+    assert shown.exit_code == 0, shown.output
+    assert "next page of execution escalations: --kind execution --cursor" in shown.stdout
+    assert "next page of failover escalations: --kind failover --cursor" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--cursor", "e30"],  # a cursor needs its kind
+        ["--kind", "execution", "--cursor", "e30"],
+        ["--kind", "sideways"],
+        ["--kind", "failover", "--order", "sideways"],
+    ],
+)
+def test_a_cursor_without_its_kind_or_not_one_is_refused(
+    url: str, tenant: str, seeded: dict[str, list[Any]], args: list[str]
+) -> None:
+    refused = escalations(url, "--tenant", tenant, *args)
+    assert refused.exit_code == 1 and "validation_failed" in refused.output
+    assert "Traceback" not in refused.output
