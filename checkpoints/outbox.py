@@ -14,9 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from writegate.approval.events import Due
+from writegate.approval.views import Page, PageArgs, serial_after
 from writegate.checkpoints import outbox_sql
+from writegate.checkpoints.ledger_sql import keyset
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
+
+MAX_FAILING = 1_000  # one page of failing deliveries, at most
 
 
 @dataclass(frozen=True)
@@ -94,11 +98,20 @@ class PgOutbox:
     # -- for operators ----------------------------------------------------------------
 
     def failing(
-        self, *, min_attempts: int = 3, tenant_id: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        """Deliveries not yet accepted after `min_attempts` attempts, oldest first."""
-        params = {"min_attempts": min_attempts, "tenant_id": tenant_id, "limit": limit}
-        return self._all(self.sql.FAILING_SQL, params)
+        self, *, min_attempts: int = 3, tenant_id: str | None = None, args: PageArgs | None = None
+    ) -> Page[dict[str, Any]]:
+        """A page of deliveries not yet accepted after `min_attempts` attempts, by
+        `delivery_id`, oldest first by default."""
+        args = args or PageArgs()
+        args.refuse("thread_id", "proposal_id", "tool_name", "status")
+        limit, key = args.checked("failing_deliveries", MAX_FAILING)
+        given = {"tenant_id": tenant_id} if tenant_id is not None else {}
+        later, direction = outbox_sql.FAILING_AFTER[args.order]
+        later = later if key is not None else ""
+        query = keyset(self.sql.FAILING_SQL, outbox_sql.FAILING_FILTERS, given, later, direction)
+        params = {**given, "min_attempts": min_attempts, "after": serial_after(key)}
+        rows = self._all(query, {**params, "limit": limit + 1})
+        return args.page(rows, "failing_deliveries", lambda r: [r["delivery_id"]])
 
     def replay(self, delivery_id: int, tenant_id: str | None = None) -> dict[str, Any] | None:
         """Make one delivery due now (again, if it was delivered), under its event id."""

@@ -84,13 +84,19 @@ DELIVERY_COLUMNS = """o.delivery_id, o.event_id, o.event_type, o.endpoint_id, o.
     o.delivered_at"""
 
 # Undelivered after `min_attempts` attempts or more: the endpoint keeps refusing.
+# A page of them: keyset on delivery_id (a bigserial, never updated); `{where}` only of
+# FAILING_FILTERS' and FAILING_AFTER's fixed texts.
 FAILING_SQL = f"""
 SELECT {DELIVERY_COLUMNS}
 FROM writegate.outbox o JOIN writegate.webhook_endpoints e ON e.endpoint_id = o.endpoint_id
-WHERE o.delivered_at IS NULL AND o.attempts >= %(min_attempts)s
-    AND (%(tenant_id)s::text IS NULL OR o.tenant_id = %(tenant_id)s)
-ORDER BY o.created_at, o.delivery_id
+WHERE o.delivered_at IS NULL AND o.attempts >= %(min_attempts)s{{where}}
+ORDER BY o.delivery_id {{direction}}
 LIMIT %(limit)s"""
+FAILING_FILTERS = {"tenant_id": "o.tenant_id = %(tenant_id)s"}
+FAILING_AFTER = {
+    "oldest": ("o.delivery_id > %(after)s", "ASC"),
+    "newest": ("o.delivery_id < %(after)s", "DESC"),
+}
 
 # Due now, delivered or not, under the same event id.
 REPLAY_SQL = f"""

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from writegate.approval.canonical import to_rfc3339
@@ -155,12 +156,12 @@ def approvals(
     print_next_cursor(waiting.next_cursor)
 
 
-def print_next_cursor(cursor: str | None) -> None:
+def print_next_cursor(cursor: str | None, out: Console = console) -> None:
     """The line after a page: how to ask for the next one, or that this was the last."""
     if cursor is None:
-        console.print("last page")
+        out.print("last page")
     else:
-        console.print(inert(f"next page: --cursor {cursor}"), soft_wrap=True)
+        out.print(inert(f"next page: --cursor {cursor}"), soft_wrap=True)
 
 
 def approvals_table(waiting: list[Proposal], tenant: str) -> Table:

@@ -1,7 +1,8 @@
-"""`writegate escalations` pages: `--kind execution|failover`, `--cursor`, `--limit`,
-`--order`, with the next page's options printed after each page. A walk of each kind,
-both ways, gets every seeded escalation exactly once, in order (five escalated
-executions share each `created_at`), while another connection keeps escalating more."""
+"""The console's lists page: `writegate escalations` (`--kind execution|failover`) and
+`writegate webhooks failing` take `--cursor`, `--limit`, `--order`, and say after each
+page how to ask for the next. A walk of each, both ways, gets every seeded row exactly
+once, in order (five escalated executions share each `created_at`), while another
+connection keeps adding rows."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 
 from writegate.checkpoints.schema import setup_database
 from writegate.surfaces.cli import ops as cli_ops
+from writegate.surfaces.cli import webhooks as cli_webhooks
 
 ROWS = 60
 PAGE = 7
@@ -57,6 +59,17 @@ SELECT %(tag)s || n, 'pay', %(tenant)s, 1, '{"reason": "lost_commit"}'
 FROM generate_series(1, %(rows)s) AS n
 RETURNING escalation_id"""
 
+ENDPOINT_SQL = """
+INSERT INTO writegate.webhook_endpoints (endpoint_id, tenant_id, url, secret)
+VALUES ('ep_' || %(tenant)s, %(tenant)s, 'http://127.0.0.1:9/hook', 'whsec_x')
+RETURNING endpoint_id"""
+FAILING_SQL = """
+INSERT INTO writegate.outbox (event_id, endpoint_id, tenant_id, event_type, payload, attempts,
+    last_error)
+SELECT %(tag)s || n, %(endpoint)s, %(tenant)s, 'question.waiting', '{}', 3 + n %% 2, 'refused'
+FROM generate_series(1, %(rows)s) AS n
+RETURNING delivery_id"""
+
 
 @pytest.fixture(scope="module")
 def url(create_database: Callable[[], str]) -> str:
@@ -76,40 +89,57 @@ def seeded(url: str, tenant: str) -> dict[str, list[Any]]:
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         executions = conn.execute(ESCALATED_SQL, {**params, "tag": "seed_"}).fetchall()
         failovers = conn.execute(FAILOVER_SQL, {**params, "tag": "seed_"}).fetchall()
+        endpoint = conn.execute(ENDPOINT_SQL, params).fetchone()
+        assert endpoint is not None
+        failing = conn.execute(
+            FAILING_SQL, {**params, "tag": "seed_", "endpoint": endpoint["endpoint_id"]}
+        ).fetchall()
     return {
         "execution": [r["execution_id"] for r in executions],
         "failover": [r["escalation_id"] for r in failovers],
+        "endpoint": [endpoint["endpoint_id"]],
+        "failing": [r["delivery_id"] for r in failing],
     }
 
 
-def escalations(url: str, *args: str) -> typer.testing.Result:
+def cli(url: str, *args: str) -> typer.testing.Result:
     app = typer.Typer()
     cli_ops.register(app)
-    return CliRunner().invoke(app, ["escalations", *args], env={"DATABASE_URL": url})
+    cli_webhooks.register(app)
+    return CliRunner().invoke(app, list(args), env={"DATABASE_URL": url})
 
 
-def walk(url: str, tenant: str, kind: str, order: str) -> list[Any]:
-    """Every page of one kind, as JSON; three more escalations of that kind are written
-    on another connection between every two pages."""
+def escalations(url: str, *args: str) -> typer.testing.Result:
+    return cli(url, "escalations", *args)
+
+
+def walk(
+    url: str, command: list[str], id_key: str, more_sql: str, more: dict[str, Any]
+) -> list[Any]:
+    """Every page of a listing `command`, as JSON; `more_sql` writes three more rows on
+    another connection between every two pages."""
     got: list[Any] = []
     cursor: list[str] = []
     with psycopg.connect(url, autocommit=True) as writer:
         while True:
-            base = ["--json", "--tenant", tenant, "--kind", kind, "--limit", str(PAGE)]
-            result = escalations(url, *base, "--order", order, *cursor)
+            result = cli(url, *command, "--json", "--limit", str(PAGE), *cursor)
             assert result.exit_code == 0, result.output
             rows = json.loads(result.stdout)
-            assert len(rows) <= PAGE and {r["kind"] for r in rows} <= {kind}
-            got += [r["execution_id" if kind == "execution" else "escalation_id"] for r in rows]
-            more = {"tenant": tenant, "rows": 3, "at": "2026-06-01T00:00:00Z"}
-            writer.execute(
-                ESCALATED_SQL if kind == "execution" else FAILOVER_SQL,
-                {**more, "tag": f"new_{secrets.token_hex(4)}_"},
-            )
+            assert len(rows) <= PAGE
+            got += [r[id_key] for r in rows]
+            writer.execute(more_sql, {**more, "rows": 3, "tag": f"new_{secrets.token_hex(4)}_"})
             hint = [line for line in result.stderr.splitlines() if "--cursor" in line]
             if not hint:
                 return got
             cursor = ["--cursor", hint[0].split("--cursor ", 1)[1].strip()]
+
+
+def each_once_in_order(got: list[Any], seeded: list[Any], order: str) -> None:
+    counts = Counter(got)
+    assert not {i for i, n in counts.items() if n > 1}  # nothing twice, new rows neither
+    wanted = seeded if order == "oldest" else seeded[::-1]
+    assert [i for i in got if i in set(wanted)] == wanted  # each seeded row, in order
+    assert len(got) > len(seeded)  # rows written meanwhile came too, each once
 
 
 @pytest.mark.parametrize("order", ["oldest", "newest"])
@@ -117,12 +147,22 @@ def walk(url: str, tenant: str, kind: str, order: str) -> list[Any]:
 def test_each_kind_of_escalation_pages_once_each_while_more_are_escalated(
     url: str, tenant: str, seeded: dict[str, list[Any]], kind: str, order: str
 ) -> None:
-    got = walk(url, tenant, kind, order)
-    counts = Counter(got)
-    assert not {i for i, n in counts.items() if n > 1}
-    wanted = seeded[kind] if order == "oldest" else seeded[kind][::-1]
-    assert [i for i in got if i in set(wanted)] == wanted
-    assert len(got) > ROWS  # rows escalated meanwhile came too, each once
+    command = ["escalations", "--tenant", tenant, "--kind", kind, "--order", order]
+    id_key, more_sql = (
+        ("execution_id", ESCALATED_SQL) if kind == "execution" else ("escalation_id", FAILOVER_SQL)
+    )
+    more = {"tenant": tenant, "at": "2026-06-01T00:00:00Z"}
+    each_once_in_order(walk(url, command, id_key, more_sql, more), seeded[kind], order)
+
+
+@pytest.mark.parametrize("order", ["oldest", "newest"])
+def test_failing_deliveries_page_once_each_while_more_fail(
+    url: str, tenant: str, seeded: dict[str, list[Any]], order: str
+) -> None:
+    command = ["webhooks", "failing", "--tenant", tenant, "--order", order]
+    more = {"tenant": tenant, "endpoint": seeded["endpoint"][0]}
+    got = walk(url, command, "delivery_id", FAILING_SQL, more)
+    each_once_in_order(got, seeded["failing"], order)
 
 
 def test_both_kinds_print_a_next_page_line_each(
