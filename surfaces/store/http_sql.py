@@ -23,10 +23,15 @@ RETURNING key_id"""
 
 KEY_COLUMNS = "key_id, user_id, tenant_id, roles, created_at, revoked_at"
 
+# A page of keys: keyset on (created_at, key_id), neither ever updated; `{where}` only
+# of KEYS_FILTERS' and KEYS_AFTER's fixed texts.
 LIST_KEYS_SQL = f"""
 SELECT {KEY_COLUMNS} FROM writegate.api_keys
-WHERE (%s::text IS NULL OR tenant_id = %s) AND (NOT %s OR revoked_at IS NULL)
-ORDER BY created_at, key_id"""
+WHERE true{{where}}
+ORDER BY created_at {{direction}}, key_id {{direction}}
+LIMIT %(limit)s"""
+KEYS_FILTERS = {"tenant_id": "tenant_id = %(tenant_id)s", "active": "revoked_at IS NULL"}
+KEYS_AFTER = after_created("key_id")
 
 SELECT_KEY_BY_ID_SQL = f"SELECT {KEY_COLUMNS} FROM writegate.api_keys WHERE key_id = %s"
 

@@ -1,8 +1,8 @@
-"""The console's lists page: `writegate escalations` (`--kind execution|failover`) and
-`writegate webhooks failing` take `--cursor`, `--limit`, `--order`, and say after each
-page how to ask for the next. A walk of each, both ways, gets every seeded row exactly
-once, in order (five escalated executions share each `created_at`), while another
-connection keeps adding rows."""
+"""The console's lists page: `writegate escalations` (`--kind execution|failover`),
+`writegate webhooks failing` and `writegate keys list` take `--cursor`, `--limit`,
+`--order`, and say after each page how to ask for the next. A walk of each, both ways,
+gets every seeded row exactly once, in order (five escalated executions share each
+`created_at`, all the seeded keys one), while another connection keeps adding rows."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from typer.testing import CliRunner
 
 from writegate.checkpoints.schema import setup_database
 from writegate.surfaces.cli import ops as cli_ops
+from writegate.surfaces.cli import serve as cli_serve
 from writegate.surfaces.cli import webhooks as cli_webhooks
+from writegate.surfaces.store import setup_service
 
 ROWS = 60
 PAGE = 7
@@ -70,11 +72,19 @@ SELECT %(tag)s || n, %(endpoint)s, %(tenant)s, 'question.waiting', '{}', 3 + n %
 FROM generate_series(1, %(rows)s) AS n
 RETURNING delivery_id"""
 
+KEYS_SQL = """
+INSERT INTO writegate.api_keys (key_hash, key_id, user_id, tenant_id)
+SELECT 'hash_' || %(tag)s || lpad(n::text, 5, '0'), 'kid_' || %(tag)s || lpad(n::text, 5, '0'),
+    'alice', %(tenant)s
+FROM generate_series(1, %(rows)s) AS n
+RETURNING key_id"""
+
 
 @pytest.fixture(scope="module")
 def url(create_database: Callable[[], str]) -> str:
     url = create_database()
     setup_database(url)
+    setup_service(url)
     return url
 
 
@@ -89,6 +99,7 @@ def seeded(url: str, tenant: str) -> dict[str, list[Any]]:
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         executions = conn.execute(ESCALATED_SQL, {**params, "tag": "seed_"}).fetchall()
         failovers = conn.execute(FAILOVER_SQL, {**params, "tag": "seed_"}).fetchall()
+        keys = conn.execute(KEYS_SQL, {**params, "tag": "seed_"}).fetchall()  # one created_at
         endpoint = conn.execute(ENDPOINT_SQL, params).fetchone()
         assert endpoint is not None
         failing = conn.execute(
@@ -99,6 +110,7 @@ def seeded(url: str, tenant: str) -> dict[str, list[Any]]:
         "failover": [r["escalation_id"] for r in failovers],
         "endpoint": [endpoint["endpoint_id"]],
         "failing": [r["delivery_id"] for r in failing],
+        "keys": [r["key_id"] for r in keys],
     }
 
 
@@ -106,6 +118,7 @@ def cli(url: str, *args: str) -> typer.testing.Result:
     app = typer.Typer()
     cli_ops.register(app)
     cli_webhooks.register(app)
+    cli_serve.register(app)
     return CliRunner().invoke(app, list(args), env={"DATABASE_URL": url})
 
 
@@ -163,6 +176,15 @@ def test_failing_deliveries_page_once_each_while_more_fail(
     more = {"tenant": tenant, "endpoint": seeded["endpoint"][0]}
     got = walk(url, command, "delivery_id", FAILING_SQL, more)
     each_once_in_order(got, seeded["failing"], order)
+
+
+@pytest.mark.parametrize("order", ["oldest", "newest"])
+def test_api_keys_page_once_each_while_more_are_made(
+    url: str, tenant: str, seeded: dict[str, list[Any]], order: str
+) -> None:
+    command = ["keys", "list", "--tenant", tenant, "--order", order]
+    got = walk(url, command, "key_id", KEYS_SQL, {"tenant": tenant})
+    each_once_in_order(got, seeded["keys"], order)
 
 
 def test_both_kinds_print_a_next_page_line_each(
