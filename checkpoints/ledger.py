@@ -270,14 +270,10 @@ class PgLedgerTx:
         given = {k: v for k, v in page.items() if v is not None}
         order, after = given.pop("order", "oldest"), given.pop("after", None)
         params = {"tenant_id": tenant_id, "now": self.now(), "limit": limit, **given}
-        later, direction = ledger_sql.AWAITING_AFTER[order]
-        if after is not None:
-            params["after_at"], params["after_id"] = after
-        later = later if after is not None else ""
-        filters = ledger_sql.AWAITING_FILTERS
-        query = ledger_sql.keyset(
-            self.sql.AWAITING_SECOND_PAGE_SQL, filters, given, later, direction
-        )
+        query = ledger_sql.created_page(
+            self.sql.AWAITING_SECOND_PAGE_SQL, ledger_sql.AWAITING_FILTERS, given,
+            ledger_sql.AWAITING_AFTER, order, after, params,
+        )  # fmt: skip
         rows = self._conn.execute(query, params).fetchall()
         return [p for p in map(_proposal, rows) if p is not None]
 

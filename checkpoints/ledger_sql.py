@@ -126,6 +126,23 @@ def keyset(
     return template.format(where=conditions, direction=direction)
 
 
+def created_page(
+    template: str,
+    filters: dict[str, str],
+    given: dict[str, Any],
+    afters: dict[str, tuple[str, str]],
+    order: str,
+    after: tuple[Any, str] | None,
+    params: dict[str, Any],
+) -> str:
+    """`keyset` for a list keyed on `(created_at, id)`: the page after `after` (the
+    cursor's key; None for the first page), whose values go into `params`."""
+    later, direction = afters[order]
+    if after is not None:
+        params["after_at"], params["after_id"] = after
+    return keyset(template, filters, given, later if after is not None else "", direction)
+
+
 AWAITING_AFTER = after_created("proposal_id")
 
 REPLACE_TOKEN_HASH_SQL = """

@@ -23,7 +23,7 @@ from writegate.approval.views import Page, PageArgs, created_after, created_key
 from writegate.checkpoints import ledger_sql, ops_sql
 from writegate.checkpoints.failover import MAX_ESCALATIONS, PgFailovers
 from writegate.checkpoints.ledger import PgLedgerTx
-from writegate.checkpoints.ledger_sql import keyset
+from writegate.checkpoints.ledger_sql import created_page
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
 
@@ -192,13 +192,10 @@ def list_escalations(
     q = sql_for(ops_sql, pool.schema)
     given = {"tenant_id": tenant_id} if tenant_id is not None else {}
     params: dict[str, Any] = {**given, "limit": limit + 1}
-    later, direction = ops_sql.ESCALATIONS_AFTER[args.order]
-    after = created_after(key)
-    if after is not None:
-        params["after_at"], params["after_id"] = after
-    query = keyset(
-        q.LIST_ESCALATIONS_SQL, ops_sql.ESCALATION_FILTERS, given, later if after else "", direction
-    )
+    query = created_page(
+        q.LIST_ESCALATIONS_SQL, ops_sql.ESCALATION_FILTERS, given, ops_sql.ESCALATIONS_AFTER,
+        args.order, created_after(key), params,
+    )  # fmt: skip
     out = []
     with pool.connection() as conn:
         rows = conn.execute(query, params).fetchall()

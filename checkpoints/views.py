@@ -11,7 +11,7 @@ from typing import Any
 from writegate.approval.models import Identity
 from writegate.approval.views import Page, PageArgs, created_after, created_key
 from writegate.checkpoints import views_sql
-from writegate.checkpoints.ledger_sql import keyset
+from writegate.checkpoints.ledger_sql import created_page
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
 
@@ -51,13 +51,9 @@ class LedgerViews:
         given = {name: value for name, value in given.items() if value is not None}
         params: dict[str, Any] = {"tenant_id": identity.tenant_id, "subject": identity.user_id}
         params.update(given)
-        later, direction = views_sql.MINE_AFTER[args.order]
-        after = created_after(key)
-        if after is not None:
-            params["after_at"], params["after_id"] = after
-        query = keyset(
-            self.sql.MINE_PAGE_SQL, views_sql.MINE_FILTERS, given, later if after else "",
-            direction,
+        query = created_page(
+            self.sql.MINE_PAGE_SQL, views_sql.MINE_FILTERS, given, views_sql.MINE_AFTER,
+            args.order, created_after(key), params,
         )  # fmt: skip
         rows = self._all(query, {**params, "limit": limit + 1})
         return args.page(rows, "my_proposals", _proposal_key)

@@ -36,7 +36,7 @@ from psycopg_pool import PoolTimeout
 from writegate.approval.errors import InProgress, Unavailable, WritegateError
 from writegate.approval.models import Identity
 from writegate.approval.views import Page, PageArgs, created_after, created_key
-from writegate.checkpoints.ledger_sql import keyset
+from writegate.checkpoints.ledger_sql import created_page
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.surfaces.store import http_sql as sql
 
@@ -112,12 +112,11 @@ class HttpStore:
         """A page of the user's threads, `args.order` first by when each was opened."""
         args.refuse("thread_id", "proposal_id", "tool_name", "status")
         limit, key = args.checked("threads", MAX_THREADS)
-        after = created_after(key)
         params: dict[str, Any] = {"tenant_id": identity.tenant_id, "user_id": identity.user_id}
-        later, direction = sql.THREADS_AFTER[args.order]
-        if after is not None:
-            params["after_at"], params["after_id"] = after
-        query = keyset(sql.LIST_THREADS_PAGE_SQL, {}, {}, later if after else "", direction)
+        query = created_page(
+            sql.LIST_THREADS_PAGE_SQL, {}, {}, sql.THREADS_AFTER, args.order, created_after(key),
+            params,
+        )  # fmt: skip
         rows = self._all(query, {**params, "limit": limit + 1})
         return args.page(rows, "threads", lambda r: created_key(r["created_at"], r["thread_id"]))
 

@@ -19,7 +19,7 @@ from writegate.approval.canonical import hash_secret
 from writegate.approval.errors import NotFound, ValidationFailed
 from writegate.approval.models import Identity
 from writegate.approval.views import Page, PageArgs, created_after, created_key
-from writegate.checkpoints.ledger_sql import keyset
+from writegate.checkpoints.ledger_sql import created_page
 from writegate.surfaces.store import http_sql as sql
 
 KEY_PREFIX = "wgk_"
@@ -130,11 +130,10 @@ def list_keys(
     given: dict[str, Any] = {"tenant_id": tenant_id} if tenant_id is not None else {}
     if active_only:
         given["active"] = True
-    later, direction = sql.KEYS_AFTER[args.order]
-    after = created_after(key)
     params: dict[str, Any] = {**given, "limit": limit + 1}
-    if after is not None:
-        params["after_at"], params["after_id"] = after
-    query = keyset(sql.LIST_KEYS_SQL, sql.KEYS_FILTERS, given, later if after else "", direction)
+    query = created_page(
+        sql.LIST_KEYS_SQL, sql.KEYS_FILTERS, given, sql.KEYS_AFTER, args.order, created_after(key),
+        params,
+    )  # fmt: skip
     rows = [KeyInfo.from_row(row) for row in conn.execute(query, params).fetchall()]
     return args.page(rows, "keys", lambda k: created_key(k.created_at, k.key_id))
