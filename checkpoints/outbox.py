@@ -14,13 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from writegate.approval.events import Due
-from writegate.approval.views import Page, PageArgs, serial_after
+from writegate.approval.views import Page, PageArgs, created_after, created_key, serial_after
 from writegate.checkpoints import outbox_sql
-from writegate.checkpoints.ledger_sql import keyset
+from writegate.checkpoints.ledger_sql import created_page, keyset
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
 
-MAX_FAILING = 1_000  # one page of failing deliveries, at most
+MAX_FAILING = 1_000  # one page of failing deliveries, or of endpoints, at most
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,21 @@ class PgOutbox:
         (row,) = self._all(self.sql.ADD_ENDPOINT_SQL, params)
         return Endpoint(**row)
 
-    def endpoints(self, tenant_id: str | None = None) -> list[Endpoint]:
-        rows = self._all(self.sql.LIST_ENDPOINTS_SQL, {"tenant_id": tenant_id})
-        return [Endpoint(**row) for row in rows]
+    def endpoints(
+        self, tenant_id: str | None = None, args: PageArgs | None = None
+    ) -> Page[Endpoint]:
+        """A page of endpoints not removed, by when each was added, oldest first by default."""
+        args = args or PageArgs(limit=MAX_FAILING)
+        args.refuse("thread_id", "proposal_id", "tool_name", "status")
+        limit, key = args.checked("endpoints", MAX_FAILING)
+        given = {"tenant_id": tenant_id} if tenant_id is not None else {}
+        params: dict[str, Any] = {**given, "limit": limit + 1}
+        query = created_page(
+            self.sql.LIST_ENDPOINTS_SQL, outbox_sql.ENDPOINT_FILTERS, given,
+            outbox_sql.ENDPOINTS_AFTER, args.order, created_after(key), params,
+        )  # fmt: skip
+        rows = [Endpoint(**row) for row in self._all(query, params)]
+        return args.page(rows, "endpoints", lambda e: created_key(e.created_at, e.endpoint_id))
 
     def remove_endpoint(self, endpoint_id: str, tenant_id: str | None = None) -> bool:
         params = {"endpoint_id": endpoint_id, "tenant_id": tenant_id}

@@ -90,13 +90,22 @@ def add(
 
 
 @webhooks_app.command("list")
-def list_endpoints(tenant: Tenant = None, as_json: AsJson = False) -> None:
-    """List the endpoints (never their secrets)."""
+def list_endpoints(
+    tenant: Tenant = None,
+    as_json: AsJson = False,
+    limit: Limit = 1000,
+    cursor: Cursor = None,
+    order: OrderOption = "oldest",
+) -> None:
+    """List the endpoints (never their secrets), a page at a time."""
     outbox = _outbox()
     try:
-        endpoints = outbox.endpoints(tenant)
+        args = PageArgs(limit=limit, cursor=cursor, order=order)  # type: ignore[arg-type]  # checked
+        endpoints = outbox.endpoints(tenant, args)
     finally:
         outbox.pool.close()
+    if endpoints.next_cursor is not None:  # on standard error: standard output stays the list
+        print_next_cursor(endpoints.next_cursor, err_console)
     if as_json:
         _print_json([e.__dict__ for e in endpoints])
         return

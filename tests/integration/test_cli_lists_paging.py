@@ -1,8 +1,9 @@
 """The console's lists page: `writegate escalations` (`--kind execution|failover`),
-`writegate webhooks failing` and `writegate keys list` take `--cursor`, `--limit`,
-`--order`, and say after each page how to ask for the next. A walk of each, both ways,
-gets every seeded row exactly once, in order (five escalated executions share each
-`created_at`, all the seeded keys one), while another connection keeps adding rows."""
+`writegate webhooks failing`, `writegate webhooks list` and `writegate keys list` take
+`--cursor`, `--limit`, `--order`, and say after each page how to ask for the next. A
+walk of each, both ways, gets every seeded row exactly once, in order (five escalated
+executions share each `created_at`, all the seeded keys or endpoints one), while
+another connection keeps adding rows."""
 
 from __future__ import annotations
 
@@ -72,6 +73,11 @@ SELECT %(tag)s || n, %(endpoint)s, %(tenant)s, 'question.waiting', '{}', 3 + n %
 FROM generate_series(1, %(rows)s) AS n
 RETURNING delivery_id"""
 
+ENDPOINTS_SQL = """
+INSERT INTO writegate.webhook_endpoints (endpoint_id, tenant_id, url, secret)
+SELECT 'ep_' || %(tag)s || lpad(n::text, 5, '0'), %(tenant)s, 'http://127.0.0.1:9/' || n, 'x'
+FROM generate_series(1, %(rows)s) AS n
+RETURNING endpoint_id"""
 KEYS_SQL = """
 INSERT INTO writegate.api_keys (key_hash, key_id, user_id, tenant_id)
 SELECT 'hash_' || %(tag)s || lpad(n::text, 5, '0'), 'kid_' || %(tag)s || lpad(n::text, 5, '0'),
@@ -100,6 +106,7 @@ def seeded(url: str, tenant: str) -> dict[str, list[Any]]:
         executions = conn.execute(ESCALATED_SQL, {**params, "tag": "seed_"}).fetchall()
         failovers = conn.execute(FAILOVER_SQL, {**params, "tag": "seed_"}).fetchall()
         keys = conn.execute(KEYS_SQL, {**params, "tag": "seed_"}).fetchall()  # one created_at
+        endpoints = conn.execute(ENDPOINTS_SQL, {**params, "tag": "seed_"}).fetchall()
         endpoint = conn.execute(ENDPOINT_SQL, params).fetchone()
         assert endpoint is not None
         failing = conn.execute(
@@ -111,6 +118,7 @@ def seeded(url: str, tenant: str) -> dict[str, list[Any]]:
         "endpoint": [endpoint["endpoint_id"]],
         "failing": [r["delivery_id"] for r in failing],
         "keys": [r["key_id"] for r in keys],
+        "endpoints": [r["endpoint_id"] for r in endpoints],
     }
 
 
@@ -178,13 +186,23 @@ def test_failing_deliveries_page_once_each_while_more_fail(
     each_once_in_order(got, seeded["failing"], order)
 
 
+# Lists of one command each: the command, the row's id, the rows seeded, the SQL adding more.
+PLAIN_LISTS = {
+    "keys": (["keys", "list"], "key_id", KEYS_SQL),
+    "endpoints": (["webhooks", "list"], "endpoint_id", ENDPOINTS_SQL),
+}
+
+
 @pytest.mark.parametrize("order", ["oldest", "newest"])
-def test_api_keys_page_once_each_while_more_are_made(
-    url: str, tenant: str, seeded: dict[str, list[Any]], order: str
+@pytest.mark.parametrize("listed", list(PLAIN_LISTS))
+def test_keys_and_endpoints_page_once_each_while_more_are_made(
+    url: str, tenant: str, seeded: dict[str, list[Any]], listed: str, order: str
 ) -> None:
-    command = ["keys", "list", "--tenant", tenant, "--order", order]
-    got = walk(url, command, "key_id", KEYS_SQL, {"tenant": tenant})
-    each_once_in_order(got, seeded["keys"], order)
+    command, id_key, more_sql = PLAIN_LISTS[listed]
+    got = walk(
+        url, [*command, "--tenant", tenant, "--order", order], id_key, more_sql, {"tenant": tenant}
+    )
+    each_once_in_order(got, seeded[listed], order)
 
 
 def test_both_kinds_print_a_next_page_line_each(
