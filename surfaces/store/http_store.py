@@ -35,8 +35,12 @@ from psycopg_pool import PoolTimeout
 
 from writegate.approval.errors import InProgress, Unavailable, WritegateError
 from writegate.approval.models import Identity
+from writegate.approval.views import Page, PageArgs, created_after, created_key
+from writegate.checkpoints.ledger_sql import created_page
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.surfaces.store import http_sql as sql
+
+MAX_THREADS = 1_000  # one page of a user's threads, at most
 
 LOCK_NAMESPACE = "wg_thread:"
 LOCK_CONNECTIONS = 8  # lock sessions per process: requests running a graph at once
@@ -114,8 +118,17 @@ class HttpStore:
         rows = self._all(sql.SELECT_THREAD_SQL, (thread_id, identity.tenant_id, identity.user_id))
         return rows[0] if rows else None
 
-    def list_threads(self, identity: Identity, limit: int) -> list[dict[str, Any]]:
-        return self._all(sql.LIST_THREADS_SQL, (identity.tenant_id, identity.user_id, limit))
+    def list_threads(self, identity: Identity, args: PageArgs) -> Page[dict[str, Any]]:
+        """A page of the user's threads, `args.order` first by when each was opened."""
+        args.refuse("thread_id", "proposal_id", "tool_name", "status")
+        limit, key = args.checked("threads", MAX_THREADS)
+        params: dict[str, Any] = {"tenant_id": identity.tenant_id, "user_id": identity.user_id}
+        query = created_page(
+            sql.LIST_THREADS_PAGE_SQL, {}, {}, sql.THREADS_AFTER, args.order, created_after(key),
+            params,
+        )  # fmt: skip
+        rows = self._all(query, {**params, "limit": limit + 1})
+        return args.page(rows, "threads", lambda r: created_key(r["created_at"], r["thread_id"]))
 
     # -- clicks -----------------------------------------------------------------------
 

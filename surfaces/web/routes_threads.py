@@ -44,10 +44,12 @@ def create_thread(identity: CurrentIdentity, svc: Svc) -> ThreadSummary:
 def list_threads(
     identity: CurrentIdentity, svc: Svc, query: Annotated[ThreadQuery, Query()]
 ) -> ThreadList:
-    """The caller's threads, newest first."""
-    rows = svc.store.list_threads(identity, query.limit)
+    """The caller's threads, newest first unless `order=oldest`, a page at a time:
+    `next_cursor`, given back as `cursor`, is the next page."""
+    page = svc.store.list_threads(identity, query.page_args())
     return ThreadList(
-        threads=[ThreadSummary(thread_id=r["thread_id"], created_at=r["created_at"]) for r in rows]
+        threads=[ThreadSummary(thread_id=r["thread_id"], created_at=r["created_at"]) for r in page],
+        next_cursor=page.next_cursor,
     )
 
 
