@@ -36,15 +36,7 @@ from writegate.approval.models import (
     Token,
 )
 from writegate.approval.store import LedgerStore, LedgerTx
-from writegate.approval.views import (
-    Order,
-    Page,
-    decode_cursor,
-    page_filters,
-    page_of,
-    proposal_after,
-    proposal_key,
-)
+from writegate.approval.views import Page, PageArgs, proposal_after, proposal_key
 
 MAX_QUEUE_ROWS = 1_000  # one page of a review queue, at most
 
@@ -90,28 +82,19 @@ def for_review(service: ReviewHost, identity: Identity, proposal_id: str) -> Pro
     return proposal
 
 
-def awaiting_second(
-    service: ReviewHost,
-    identity: Identity,
-    *,
-    limit: int = 100,
-    cursor: str | None = None,
-    order: Order = "oldest",
-    thread_id: str | None = None,
-    proposal_id: str | None = None,
-    tool_name: str | None = None,
-) -> Page[Proposal]:
+def awaiting_second(service: ReviewHost, identity: Identity, args: PageArgs) -> Page[Proposal]:
     """What this approver may approve: the tenant's waiting proposals, not their own,
-    a page at a time (keyset on `(created_at, proposal_id)`, `order` first)."""
+    a page at a time (keyset on `(created_at, proposal_id)`, `args.order` first)."""
     _require_approver(identity)
-    limit = page_filters(limit, thread_id, proposal_id, tool_name, most=MAX_QUEUE_ROWS)
-    after = proposal_after(decode_cursor(cursor, "second_approval", order))
+    args.refuse("status")  # always awaiting_second_approval
+    limit, key = args.checked("second_approval", MAX_QUEUE_ROWS)
     with service.store.transaction() as tx:
         waiting = tx.list_awaiting_second(
-            identity.tenant_id, limit=limit + 1, exclude=identity.user_id, after=after,
-            order=order, thread_id=thread_id, proposal_id=proposal_id, operation=tool_name,
+            identity.tenant_id, limit=limit + 1, exclude=identity.user_id,
+            after=proposal_after(key), order=args.order, thread_id=args.thread_id,
+            proposal_id=args.proposal_id, operation=args.tool_name,
         )  # fmt: skip
-    return page_of(waiting, limit, "second_approval", order, _key)
+    return args.page(waiting, "second_approval", _key)
 
 
 def _key(proposal: Proposal) -> list[object]:

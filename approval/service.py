@@ -59,7 +59,7 @@ from writegate.approval.risk import (
 )
 from writegate.approval.spec import ToolContext, ToolLookup, ToolSpec
 from writegate.approval.store import CallLookup, LedgerReads, LedgerStore, LedgerTx
-from writegate.approval.views import Page
+from writegate.approval.views import Page, PageArgs
 
 __all__ = ["ApprovalService", "Confirmation", "Ended", "Policy", "new_id"]
 
@@ -604,9 +604,11 @@ class ApprovalService:
     def proposal_for_review(self, identity: Identity, proposal_id: str) -> Proposal:
         return review.for_review(self, identity, proposal_id)
 
-    def awaiting_second_approval(self, identity: Identity, **page: Any) -> Page[Proposal]:
+    def awaiting_second_approval(
+        self, identity: Identity, args: PageArgs | None = None
+    ) -> Page[Proposal]:
         """A page of what this approver may approve (`review.awaiting_second`)."""
-        return review.awaiting_second(self, identity, **page)
+        return review.awaiting_second(self, identity, args or PageArgs())
 
     # -- helpers ----------------------------------------------------------------------
 

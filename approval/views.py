@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Self, TypeVar
@@ -126,14 +126,6 @@ class AuditRow:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
 
-def audit_filters(tenant_id: Any, limit: Any, *ids: Any) -> tuple[str, int]:
-    """The tenant (required: rows never cross tenants) and the row limit, checked; `ids`
-    (a thread's, a proposal's, a tool's, a status) are text or None."""
-    if not isinstance(tenant_id, str) or not tenant_id.strip():
-        raise ValidationFailed("tenant_id is required: the audit is read one tenant at a time")
-    return tenant_id, page_filters(limit, *ids)
-
-
 def page_filters(limit: Any, *ids: Any, most: int = MAX_AUDIT_ROWS) -> int:
     """The page size, checked; the filters (`ids`) are text or None for any."""
     if type(limit) is not int or not 1 <= limit <= most:
@@ -147,9 +139,9 @@ def audit_key(row: Mapping[str, Any] | AuditRow) -> list[Any]:
     return [row["audit_id"] if isinstance(row, Mapping) else row.audit_id]
 
 
-def audit_after(cursor: Any, order: Any) -> int | None:
-    """The audit_id an audit cursor carries (None for the first page), checked."""
-    key = decode_cursor(cursor, "audit", order)
+def serial_after(key: list[Any] | None) -> int | None:
+    """The serial id (an `audit_id`, an `escalation_id`) a cursor's key carries (None
+    for the first page), checked."""
     if key is None:
         return None
     if len(key) != 1 or type(key[0]) is not int:
@@ -157,19 +149,76 @@ def audit_after(cursor: Any, order: Any) -> int | None:
     return int(key[0])
 
 
-def proposal_key(created_at: datetime, proposal_id: str) -> list[Any]:
-    return [created_at.isoformat(), proposal_id]
+def audit_page(
+    read: Callable[..., Iterable[dict[str, Any]]],
+    tenant_id: Any,
+    args: PageArgs,
+    *,
+    user_id: str | None = None,
+) -> Page[dict[str, Any]]:
+    """A page of one tenant's audit (required: rows never cross tenants), read by
+    `read` (the store's `audit_rows`), only `user_id`'s rows when given."""
+    if not isinstance(tenant_id, str) or not tenant_id.strip():
+        raise ValidationFailed("tenant_id is required: the audit is read one tenant at a time")
+    limit, key = args.checked("audit", MAX_AUDIT_ROWS)
+    rows = read(
+        tenant_id, thread_id=args.thread_id, proposal_id=args.proposal_id,
+        tool_name=args.tool_name, status=args.status, user_id=user_id, order=args.order,
+        after=serial_after(key), limit=limit + 1,
+    )  # fmt: skip
+    return args.page(list(rows), "audit", audit_key)
 
 
-def proposal_after(key: list[Any] | None) -> tuple[datetime, str] | None:
-    """A proposal cursor's key as (created_at, proposal_id)."""
+def created_key(created_at: datetime, row_id: str) -> list[Any]:
+    """The key of a row listed by when it was created: `(created_at, its id)`, neither
+    ever updated (a proposal, an HTTP thread)."""
+    return [created_at.isoformat(), row_id]
+
+
+def created_after(key: list[Any] | None) -> tuple[datetime, str] | None:
+    """A `created_key` cursor's key as (created_at, id), checked."""
     if key is None:
         return None
     try:
-        created_at, proposal_id = key
-        return datetime.fromisoformat(created_at), str(proposal_id)
+        created_at, row_id = key
+        return datetime.fromisoformat(created_at), str(row_id)
     except (TypeError, ValueError):
         raise ValidationFailed("cursor is not one this list gave") from None
+
+
+proposal_key, proposal_after = created_key, created_after
+
+
+@dataclass(frozen=True)
+class PageArgs:
+    """What one page of a list is asked for: its size, where it starts (the previous
+    page's `next_cursor`, None for the first), which end first, and the filters, each
+    matched exactly (None: any). A list that has no such filter refuses it."""
+
+    limit: int = 100
+    cursor: str | None = None
+    order: Order = "oldest"
+    thread_id: str | None = None
+    proposal_id: str | None = None
+    tool_name: str | None = None
+    status: str | None = None
+
+    def checked(self, kind: str, most: int) -> tuple[int, list[Any] | None]:
+        """The page size and the cursor's key (None on the first page), both checked:
+        anything else is `validation_failed`, and nothing is read."""
+        ids = (self.thread_id, self.proposal_id, self.tool_name, self.status)
+        limit = page_filters(self.limit, *ids, most=most)
+        return limit, decode_cursor(self.cursor, kind, self.order)
+
+    def page(self, rows: list[T], kind: str, key: Any) -> Page[T]:
+        """`rows`, read as `limit` + 1, as this list's page."""
+        return page_of(rows, self.limit, kind, self.order, key)
+
+    def refuse(self, *filters: str) -> None:
+        """`validation_failed` if a filter this list does not have is given."""
+        given = [name for name in filters if getattr(self, name) is not None]
+        if given:
+            raise ValidationFailed(f"this list is not filtered by {', '.join(given)}")
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,23 @@ def bench(
     out: Annotated[
         Path, typer.Option("--out", help="Folder for bench-results.json and bench-latency.png.")
     ] = DEFAULT_OUT,
+    writes: Annotated[
+        int | None,
+        typer.Option(
+            "--writes",
+            min=3,
+            help="Only the service's cost: this many approved writes over HTTP, through the "
+            "service without HTTP, and in-process, interleaved (about 0.3 s each).",
+        ),
+    ] = None,
     keep: Annotated[
         bool, typer.Option("--keep", help="Keep the bench databases instead of dropping them.")
     ] = False,
 ) -> None:
     """Benchmark writegate against a plain interrupt + ToolNode graph on the same database."""
+    if writes is not None:
+        _service_cost(writes, keep)
+        return
     from writegate.bench.report import print_report, write_json
     from writegate.bench.run import Options, run_bench
 
@@ -50,6 +62,18 @@ def bench(
     console.print(f"took {results['seconds']} s on a machine with load {_load(results)}")
     if results["databases_kept"]:
         console.print(f"kept databases: {', '.join(results['databases_kept'])}")
+
+
+def _service_cost(writes: int, keep: bool) -> None:
+    from writegate.bench.db import BenchServer
+    from writegate.bench.service_cost import print_service_cost, run_service_cost
+
+    server = BenchServer(database_url(), keep=keep)
+    try:
+        out = run_service_cost(server, writes)
+    finally:
+        server.drop_all()
+    print_service_cost(out, console)
 
 
 def _load(results: dict[str, object]) -> str:

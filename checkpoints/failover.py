@@ -15,8 +15,10 @@ from psycopg.types.json import Jsonb
 
 from writegate.approval.models import AuditRecord, Proposal, ProposalStatus
 from writegate.approval.store import FailoverEscalation, Promotion
+from writegate.approval.views import Page, PageArgs, serial_after
 from writegate.checkpoints import failover_sql, ledger_sql
 from writegate.checkpoints.ledger import PgLedgerTx
+from writegate.checkpoints.ledger_sql import keyset
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
 from writegate.checkpoints.timelines import began_at
@@ -96,16 +98,28 @@ class PgFailovers:
             conn.execute(query, params)
 
 
+MAX_ESCALATIONS = 1_000  # one page of escalations, at most
+
+
 def list_failover_escalations(
-    pool: Pool, *, tenant_id: str | None = None, limit: int = 100
-) -> list[dict[str, Any]]:
-    """What the checks after a promotion left for a person, oldest first."""
+    pool: Pool, *, tenant_id: str | None = None, args: PageArgs | None = None
+) -> Page[dict[str, Any]]:
+    """A page of what the checks after a promotion left for a person (keyset on
+    `escalation_id`, a bigserial), oldest first by default."""
+    args = args or PageArgs()
+    args.refuse("thread_id", "proposal_id", "tool_name", "status")
+    limit, key = args.checked("failover_escalations", MAX_ESCALATIONS)
     q = sql_for(failover_sql, pool.schema)
+    given = {"tenant_id": tenant_id} if tenant_id is not None else {}
+    params: dict[str, Any] = {**given, "limit": limit + 1, "after": serial_after(key)}
+    later, direction = failover_sql.FAILOVER_ESCALATIONS_AFTER[args.order]
+    filters = failover_sql.FAILOVER_ESCALATION_FILTERS
+    later = later if key is not None else ""
+    query = keyset(q.LIST_FAILOVER_ESCALATIONS_SQL, filters, given, later, direction)
     with pool.connection() as conn:
-        rows = conn.execute(
-            q.LIST_FAILOVER_ESCALATIONS_SQL, {"tenant_id": tenant_id, "limit": limit}
-        ).fetchall()
-    return [{"kind": "failover", **row} for row in rows]
+        rows = conn.execute(query, params).fetchall()
+    listed = [{"kind": "failover", **row} for row in rows]
+    return args.page(listed, "failover_escalations", lambda r: [r["escalation_id"]])
 
 
 __all__ = ["PgFailovers", "list_failover_escalations"]

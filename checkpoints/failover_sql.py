@@ -86,6 +86,11 @@ SELECT f.escalation_id, f.request_key, f.operation, f.tenant_id, f.proposal_id,
     p.thread_id, p.subject, p.args, p.preview, p.status AS proposal_status
 FROM writegate.failover_escalations f
 LEFT JOIN writegate.proposals p ON p.proposal_id = f.proposal_id
-WHERE %(tenant_id)s::text IS NULL OR f.tenant_id = %(tenant_id)s
-ORDER BY f.escalation_id
+WHERE true{where}
+ORDER BY f.escalation_id {direction}
 LIMIT %(limit)s"""
+FAILOVER_ESCALATION_FILTERS = {"tenant_id": "f.tenant_id = %(tenant_id)s"}
+FAILOVER_ESCALATIONS_AFTER = {
+    "oldest": ("f.escalation_id > %(after)s", "ASC"),
+    "newest": ("f.escalation_id < %(after)s", "DESC"),
+}

@@ -270,12 +270,10 @@ class PgLedgerTx:
         given = {k: v for k, v in page.items() if v is not None}
         order, after = given.pop("order", "oldest"), given.pop("after", None)
         params = {"tenant_id": tenant_id, "now": self.now(), "limit": limit, **given}
-        later, direction = ledger_sql.AWAITING_AFTER[order]
-        if after is not None:
-            params["after_at"], params["after_id"] = after
-        later = later if after is not None else ""
-        filters = ledger_sql.AWAITING_FILTERS
-        query = _keyset(self.sql.AWAITING_SECOND_PAGE_SQL, filters, given, later, direction)
+        query = ledger_sql.created_page(
+            self.sql.AWAITING_SECOND_PAGE_SQL, ledger_sql.AWAITING_FILTERS, given,
+            ledger_sql.AWAITING_AFTER, order, after, params,
+        )  # fmt: skip
         rows = self._conn.execute(query, params).fetchall()
         return [p for p in map(_proposal, rows) if p is not None]
 
@@ -426,17 +424,9 @@ class PgLedgerStore:
         params = {"tenant_id": tenant_id, "limit": given.pop("limit", 500), **given}
         later, direction = ledger_sql.AUDIT_AFTER[order]
         later = later if "after" in given else ""
-        query = _keyset(self.sql.AUDIT_PAGE_SQL, ledger_sql.AUDIT_FILTERS, given, later, direction)
+        query = ledger_sql.keyset(
+            self.sql.AUDIT_PAGE_SQL, ledger_sql.AUDIT_FILTERS, given, later, direction
+        )
         with self.pool.connection() as conn:
             rows = conn.execute(query, params).fetchall()
         yield from (dict(row) for row in rows)
-
-
-def _keyset(
-    template: str, filters: dict[str, str], given: dict[str, Any], later: str, direction: str
-) -> str:
-    """A page's statement: `template` with the fixed text of each filter given, and of
-    `later` (after the cursor's row; empty on the first page), in `direction`."""
-    where = [text for name, text in filters.items() if name in given] + [later]
-    conditions = "".join(f"\n  AND {each}" for each in where if each)
-    return template.format(where=conditions, direction=direction)

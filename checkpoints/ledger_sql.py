@@ -8,6 +8,8 @@ that migration 1 defines (`checkpoints/schema.py`), one statement each.
 
 from __future__ import annotations
 
+from typing import Any
+
 from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, PENDING_SQL
 
 NOW_SQL = "SELECT now() AS now"
@@ -103,10 +105,45 @@ AWAITING_FILTERS = {
     "operation": "operation = %(operation)s",
     "exclude": "subject <> %(exclude)s",
 }
-AWAITING_AFTER = {
-    "oldest": ("(created_at, proposal_id) > (%(after_at)s, %(after_id)s)", "ASC"),
-    "newest": ("(created_at, proposal_id) < (%(after_at)s, %(after_id)s)", "DESC"),
-}
+
+
+def after_created(id_column: str, at: str = "created_at") -> dict[str, tuple[str, str]]:
+    """Per order, the condition for rows after a `(created_at, id)` cursor's row
+    (`%(after_at)s`, `%(after_id)s`) and the direction to read them in."""
+    return {
+        "oldest": (f"({at}, {id_column}) > (%(after_at)s, %(after_id)s)", "ASC"),
+        "newest": (f"({at}, {id_column}) < (%(after_at)s, %(after_id)s)", "DESC"),
+    }
+
+
+def keyset(
+    template: str, filters: dict[str, str], given: dict[str, Any], later: str, direction: str
+) -> str:
+    """A page's statement: `template` with the fixed text of each filter given, and of
+    `later` (after the cursor's row; empty on the first page), in `direction`."""
+    where = [text for name, text in filters.items() if name in given] + [later]
+    conditions = "".join(f"\n  AND {each}" for each in where if each)
+    return template.format(where=conditions, direction=direction)
+
+
+def created_page(
+    template: str,
+    filters: dict[str, str],
+    given: dict[str, Any],
+    afters: dict[str, tuple[str, str]],
+    order: str,
+    after: tuple[Any, str] | None,
+    params: dict[str, Any],
+) -> str:
+    """`keyset` for a list keyed on `(created_at, id)`: the page after `after` (the
+    cursor's key; None for the first page), whose values go into `params`."""
+    later, direction = afters[order]
+    if after is not None:
+        params["after_at"], params["after_id"] = after
+    return keyset(template, filters, given, later if after is not None else "", direction)
+
+
+AWAITING_AFTER = after_created("proposal_id")
 
 REPLACE_TOKEN_HASH_SQL = """
 UPDATE writegate.tokens SET token_hash = %(new_hash)s, expires_at = %(expires_at)s

@@ -19,9 +19,11 @@ from psycopg.types.json import Jsonb
 from writegate.approval.models import AuditRecord, Execution, ExecutionStatus
 from writegate.approval.retention import RetentionPolicy
 from writegate.approval.store import BacklogItem, LedgerTx
+from writegate.approval.views import Page, PageArgs, created_after, created_key
 from writegate.checkpoints import ledger_sql, ops_sql
-from writegate.checkpoints.failover import PgFailovers
+from writegate.checkpoints.failover import MAX_ESCALATIONS, PgFailovers
 from writegate.checkpoints.ledger import PgLedgerTx
+from writegate.checkpoints.ledger_sql import created_page
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
 
@@ -180,22 +182,30 @@ def _purge_batches(pool: Pool, pick: str, cutoff: datetime, batch: int) -> int:
 
 
 def list_escalations(
-    pool: Pool, *, tenant_id: str | None = None, limit: int = 100
-) -> list[dict[str, Any]]:
-    """Escalated executions with what a person needs to decide, and their history."""
+    pool: Pool, *, tenant_id: str | None = None, args: PageArgs | None = None
+) -> Page[dict[str, Any]]:
+    """A page of escalated executions (keyset on `(created_at, execution_id)`, oldest
+    first by default) with what a person needs to decide, and their history."""
+    args = args or PageArgs()
+    args.refuse("thread_id", "proposal_id", "tool_name", "status")
+    limit, key = args.checked("escalations", MAX_ESCALATIONS)
     q = sql_for(ops_sql, pool.schema)
+    given = {"tenant_id": tenant_id} if tenant_id is not None else {}
+    params: dict[str, Any] = {**given, "limit": limit + 1}
+    query = created_page(
+        q.LIST_ESCALATIONS_SQL, ops_sql.ESCALATION_FILTERS, given, ops_sql.ESCALATIONS_AFTER,
+        args.order, created_after(key), params,
+    )  # fmt: skip
     out = []
     with pool.connection() as conn:
-        rows = conn.execute(
-            q.LIST_ESCALATIONS_SQL, {"tenant_id": tenant_id, "limit": limit}
-        ).fetchall()
+        rows = conn.execute(query, params).fetchall()
         for row in rows:
             item = {"kind": "execution", **row}
             item["history"] = [
                 dict(h) for h in conn.execute(q.ESCALATION_HISTORY_SQL, (row["proposal_id"],))
             ]
             out.append(item)
-    return out
+    return args.page(out, "escalations", lambda r: created_key(r["created_at"], r["execution_id"]))
 
 
 LATENCY_BUCKETS = (1.0, 5.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0)

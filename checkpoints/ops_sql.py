@@ -8,7 +8,7 @@ number of processes, each get different rows and never wait on each other.
 
 from __future__ import annotations
 
-from writegate.checkpoints.ledger_sql import EXECUTION_COLUMNS
+from writegate.checkpoints.ledger_sql import EXECUTION_COLUMNS, after_created
 from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, RECONCILABLE_SQL
 
 _E_COLUMNS = ", ".join("e." + c.strip() for c in EXECUTION_COLUMNS.split(","))
@@ -80,12 +80,16 @@ SET status = 'escalated', escalation = %(reason)s, checks = checks + 1, updated_
 {_GUARD}
 RETURNING {EXECUTION_COLUMNS}"""
 
+# A page of escalated executions: keyset on (created_at, execution_id), neither ever
+# updated; `{where}` only of ESCALATION_FILTERS' and ESCALATIONS_AFTER's fixed texts.
 LIST_ESCALATIONS_SQL = f"""
 SELECT {_E_COLUMNS}, e.checks, e.escalation, p.thread_id, p.decided_by, p.preview
 FROM writegate.executions e JOIN writegate.proposals p ON p.proposal_id = e.proposal_id
-WHERE e.status = 'escalated' AND (%(tenant_id)s::text IS NULL OR e.tenant_id = %(tenant_id)s)
-ORDER BY e.created_at
+WHERE e.status = 'escalated'{{where}}
+ORDER BY e.created_at {{direction}}, e.execution_id {{direction}}
 LIMIT %(limit)s"""
+ESCALATION_FILTERS = {"tenant_id": "e.tenant_id = %(tenant_id)s"}
+ESCALATIONS_AFTER = after_created("e.execution_id", at="e.created_at")
 
 ESCALATION_HISTORY_SQL = """
 SELECT created_at, event, user_id, status, error_code, result

@@ -14,9 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from writegate.approval.events import Due
+from writegate.approval.views import Page, PageArgs, created_after, created_key, serial_after
 from writegate.checkpoints import outbox_sql
+from writegate.checkpoints.ledger_sql import created_page, keyset
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
+
+MAX_FAILING = 1_000  # one page of failing deliveries, or of endpoints, at most
 
 
 @dataclass(frozen=True)
@@ -63,9 +67,21 @@ class PgOutbox:
         (row,) = self._all(self.sql.ADD_ENDPOINT_SQL, params)
         return Endpoint(**row)
 
-    def endpoints(self, tenant_id: str | None = None) -> list[Endpoint]:
-        rows = self._all(self.sql.LIST_ENDPOINTS_SQL, {"tenant_id": tenant_id})
-        return [Endpoint(**row) for row in rows]
+    def endpoints(
+        self, tenant_id: str | None = None, args: PageArgs | None = None
+    ) -> Page[Endpoint]:
+        """A page of endpoints not removed, by when each was added, oldest first by default."""
+        args = args or PageArgs(limit=MAX_FAILING)
+        args.refuse("thread_id", "proposal_id", "tool_name", "status")
+        limit, key = args.checked("endpoints", MAX_FAILING)
+        given = {"tenant_id": tenant_id} if tenant_id is not None else {}
+        params: dict[str, Any] = {**given, "limit": limit + 1}
+        query = created_page(
+            self.sql.LIST_ENDPOINTS_SQL, outbox_sql.ENDPOINT_FILTERS, given,
+            outbox_sql.ENDPOINTS_AFTER, args.order, created_after(key), params,
+        )  # fmt: skip
+        rows = [Endpoint(**row) for row in self._all(query, params)]
+        return args.page(rows, "endpoints", lambda e: created_key(e.created_at, e.endpoint_id))
 
     def remove_endpoint(self, endpoint_id: str, tenant_id: str | None = None) -> bool:
         params = {"endpoint_id": endpoint_id, "tenant_id": tenant_id}
@@ -94,11 +110,20 @@ class PgOutbox:
     # -- for operators ----------------------------------------------------------------
 
     def failing(
-        self, *, min_attempts: int = 3, tenant_id: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        """Deliveries not yet accepted after `min_attempts` attempts, oldest first."""
-        params = {"min_attempts": min_attempts, "tenant_id": tenant_id, "limit": limit}
-        return self._all(self.sql.FAILING_SQL, params)
+        self, *, min_attempts: int = 3, tenant_id: str | None = None, args: PageArgs | None = None
+    ) -> Page[dict[str, Any]]:
+        """A page of deliveries not yet accepted after `min_attempts` attempts, by
+        `delivery_id`, oldest first by default."""
+        args = args or PageArgs()
+        args.refuse("thread_id", "proposal_id", "tool_name", "status")
+        limit, key = args.checked("failing_deliveries", MAX_FAILING)
+        given = {"tenant_id": tenant_id} if tenant_id is not None else {}
+        later, direction = outbox_sql.FAILING_AFTER[args.order]
+        later = later if key is not None else ""
+        query = keyset(self.sql.FAILING_SQL, outbox_sql.FAILING_FILTERS, given, later, direction)
+        params = {**given, "min_attempts": min_attempts, "after": serial_after(key)}
+        rows = self._all(query, {**params, "limit": limit + 1})
+        return args.page(rows, "failing_deliveries", lambda r: [r["delivery_id"]])
 
     def replay(self, delivery_id: int, tenant_id: str | None = None) -> dict[str, Any] | None:
         """Make one delivery due now (again, if it was delivered), under its event id."""

@@ -9,6 +9,8 @@ that comes due again by itself.
 
 from __future__ import annotations
 
+from writegate.checkpoints.ledger_sql import after_created
+
 ENDPOINT_COLUMNS = "endpoint_id, tenant_id, url, event_types, expiring_within, created_at"
 
 ADD_ENDPOINT_SQL = f"""
@@ -18,10 +20,14 @@ VALUES (%(endpoint_id)s, %(tenant_id)s, %(url)s, %(secret)s, %(event_types)s,
     make_interval(secs => %(expiring_within)s))
 RETURNING {ENDPOINT_COLUMNS}"""
 
+# A page of endpoints: keyset on (created_at, endpoint_id), neither ever updated.
 LIST_ENDPOINTS_SQL = f"""
 SELECT {ENDPOINT_COLUMNS} FROM writegate.webhook_endpoints
-WHERE removed_at IS NULL AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
-ORDER BY created_at, endpoint_id"""
+WHERE removed_at IS NULL{{where}}
+ORDER BY created_at {{direction}}, endpoint_id {{direction}}
+LIMIT %(limit)s"""
+ENDPOINT_FILTERS = {"tenant_id": "tenant_id = %(tenant_id)s"}
+ENDPOINTS_AFTER = after_created("endpoint_id")
 
 # Removed, not deleted: its deliveries stay as history, and none is sent any more.
 REMOVE_ENDPOINT_SQL = """
@@ -84,13 +90,19 @@ DELIVERY_COLUMNS = """o.delivery_id, o.event_id, o.event_type, o.endpoint_id, o.
     o.delivered_at"""
 
 # Undelivered after `min_attempts` attempts or more: the endpoint keeps refusing.
+# A page of them: keyset on delivery_id (a bigserial, never updated); `{where}` only of
+# FAILING_FILTERS' and FAILING_AFTER's fixed texts.
 FAILING_SQL = f"""
 SELECT {DELIVERY_COLUMNS}
 FROM writegate.outbox o JOIN writegate.webhook_endpoints e ON e.endpoint_id = o.endpoint_id
-WHERE o.delivered_at IS NULL AND o.attempts >= %(min_attempts)s
-    AND (%(tenant_id)s::text IS NULL OR o.tenant_id = %(tenant_id)s)
-ORDER BY o.created_at, o.delivery_id
+WHERE o.delivered_at IS NULL AND o.attempts >= %(min_attempts)s{{where}}
+ORDER BY o.delivery_id {{direction}}
 LIMIT %(limit)s"""
+FAILING_FILTERS = {"tenant_id": "o.tenant_id = %(tenant_id)s"}
+FAILING_AFTER = {
+    "oldest": ("o.delivery_id > %(after)s", "ASC"),
+    "newest": ("o.delivery_id < %(after)s", "DESC"),
+}
 
 # Due now, delivered or not, under the same event id.
 REPLAY_SQL = f"""

@@ -621,6 +621,13 @@ CREATE INDEX audit_tool_page_idx ON writegate.audit (tenant_id, tool_name, audit
 CREATE INDEX proposals_second_page_idx ON writegate.proposals (tenant_id, created_at, proposal_id)
     WHERE status = 'awaiting_second_approval';
 """,
+    # 9. a requester's own proposals a page at a time, in (created_at, proposal_id)
+    # order (checkpoints/views.py, `GET /v1/approvals`). An index only: a process of the
+    # previous release ignores it.
+    """
+CREATE INDEX proposals_mine_page_idx
+    ON writegate.proposals (tenant_id, subject, created_at, proposal_id);
+""",
 ]
 
 # A database set up before the schema (its ledger in `public`, version 12 or later of

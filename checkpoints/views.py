@@ -9,9 +9,17 @@ from datetime import datetime
 from typing import Any
 
 from writegate.approval.models import Identity
+from writegate.approval.views import Page, PageArgs, created_after, created_key
 from writegate.checkpoints import views_sql
+from writegate.checkpoints.ledger_sql import created_page
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
+
+MAX_PROPOSALS = 1_000  # one page of a requester's proposals, at most
+
+
+def _proposal_key(row: dict[str, Any]) -> list[Any]:
+    return created_key(row["created_at"], row["proposal_id"])
 
 
 class LedgerViews:
@@ -28,12 +36,27 @@ class LedgerViews:
         now: datetime = self._all(self.sql.NOW_SQL, None)[0]["now"]
         return now
 
-    def pending_proposals(self, identity: Identity, limit: int) -> list[dict[str, Any]]:
-        params = (identity.tenant_id, identity.user_id, limit)
-        return self._all(self.sql.LIST_PENDING_SQL, params)
-
-    def recent_proposals(self, identity: Identity, limit: int) -> list[dict[str, Any]]:
-        return self._all(self.sql.LIST_RECENT_SQL, (identity.tenant_id, identity.user_id, limit))
+    def my_proposals(
+        self, identity: Identity, args: PageArgs, *, pending: bool = False
+    ) -> Page[dict[str, Any]]:
+        """A page of the requester's own proposals, `args.order` first by when each was
+        proposed, filtered by `args` (its `tool_name` is the operation); `pending`: only
+        those open and not past expiry."""
+        limit, key = args.checked("my_proposals", MAX_PROPOSALS)
+        given = {
+            "pending": True if pending else None, "status": args.status,
+            "thread_id": args.thread_id, "proposal_id": args.proposal_id,
+            "operation": args.tool_name,
+        }  # fmt: skip
+        given = {name: value for name, value in given.items() if value is not None}
+        params: dict[str, Any] = {"tenant_id": identity.tenant_id, "subject": identity.user_id}
+        params.update(given)
+        query = created_page(
+            self.sql.MINE_PAGE_SQL, views_sql.MINE_FILTERS, given, views_sql.MINE_AFTER,
+            args.order, created_after(key), params,
+        )  # fmt: skip
+        rows = self._all(query, {**params, "limit": limit + 1})
+        return args.page(rows, "my_proposals", _proposal_key)
 
     def thread_proposals(self, identity: Identity, thread_id: str) -> list[dict[str, Any]]:
         """The thread's proposals, oldest first, each with its `execution_id` (or None)."""

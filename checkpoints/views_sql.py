@@ -3,6 +3,7 @@ approvals, recent ones, a thread's, the threads themselves. Read-only, never a w
 
 from __future__ import annotations
 
+from writegate.checkpoints.ledger_sql import after_created
 from writegate.checkpoints.statuses import PENDING_SQL
 
 NOW_SQL = "SELECT now() AS now"
@@ -12,21 +13,24 @@ proposal_id, thread_id, tool_call_id, subject, tenant_id, operation, resource, a
 args_digest, preview, policy_version, status, superseded_by, decided_by, decided_at,
 second_approver, created_at, expires_at"""
 
-# Open for the requester and not past expiry on the database clock (right-open). A
-# confirmed one is open only while its thread still asks (after a second approval).
-LIST_PENDING_SQL = f"""
+# A page of a requester's proposals: keyset on (created_at, proposal_id), neither ever
+# updated (core migration 9 indexes it); `{where}` only of MINE_FILTERS' and
+# MINE_AFTER's fixed texts. `pending`: open, and not past expiry on the database clock
+# (right-open); a confirmed one is open only while its thread still asks (after a
+# second approval), which the HTTP service checks against the thread.
+MINE_PAGE_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
-WHERE tenant_id = %s AND subject = %s
-  AND status IN ({PENDING_SQL})
-  AND expires_at > now()
-ORDER BY created_at, proposal_id
-LIMIT %s"""
-
-LIST_RECENT_SQL = f"""
-SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
-WHERE tenant_id = %s AND subject = %s
-ORDER BY created_at DESC, proposal_id
-LIMIT %s"""
+WHERE tenant_id = %(tenant_id)s AND subject = %(subject)s{{where}}
+ORDER BY created_at {{direction}}, proposal_id {{direction}}
+LIMIT %(limit)s"""
+MINE_FILTERS = {
+    "pending": f"status IN ({PENDING_SQL}) AND expires_at > now()",
+    "status": "status = %(status)s",
+    "thread_id": "thread_id = %(thread_id)s",
+    "proposal_id": "proposal_id = %(proposal_id)s",
+    "operation": "operation = %(operation)s",
+}
+MINE_AFTER = after_created("proposal_id")
 
 # Each with its execution's id, if it ran (one at most: writegate.executions.proposal_id is unique).
 LIST_THREAD_PROPOSALS_SQL = f"""

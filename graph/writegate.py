@@ -40,11 +40,9 @@ from writegate.approval.views import (
     AuditRow,
     Order,
     Page,
+    PageArgs,
     ProposalView,
-    audit_after,
-    audit_filters,
-    audit_key,
-    page_of,
+    audit_page,
 )
 from writegate.checkpoints.database import check_database, resolve_database_url
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
@@ -217,14 +215,9 @@ class Writegate:
         (the default) or "newest" first, at most `limit`; only a thread's, a proposal's,
         a tool's or a status's when one is given. A list, with `next_cursor`: pass it
         back as `cursor` (same order) for the next page; None on the last."""
-        tenant_id, limit = audit_filters(
-            tenant_id, limit, thread_id, proposal_id, tool_name, status
-        )
-        rows = self.runtime.store.audit_rows(
-            tenant_id, thread_id=thread_id, proposal_id=proposal_id, tool_name=tool_name,
-            status=status, order=order, after=audit_after(cursor, order), limit=limit + 1,
-        )  # fmt: skip
-        return page_of([AuditRow.of(row) for row in rows], limit, "audit", order, audit_key)
+        args = PageArgs(limit, cursor, order, thread_id, proposal_id, tool_name, status)
+        page = audit_page(self.runtime.store.audit_rows, tenant_id, args)
+        return Page(map(AuditRow.of, page), page.next_cursor)
 
     # -- a second approver, and revocation ----------------------------------------------
     # `identity` is the acting person, from your application's signed-in session. Every
@@ -246,10 +239,8 @@ class Writegate:
         confirmed them and that wait for a second approver, never their own; `order`
         first (by when each was proposed), at most `limit`, filtered as given. A list,
         with `next_cursor` for the next page (None on the last), as `audit`'s."""
-        page = self.runtime.service.awaiting_second_approval(
-            _acting(identity), limit=limit, cursor=cursor, order=order,
-            thread_id=thread_id, proposal_id=proposal_id, tool_name=tool_name,
-        )  # fmt: skip
+        args = PageArgs(limit, cursor, order, thread_id, proposal_id, tool_name)
+        page = self.runtime.service.awaiting_second_approval(_acting(identity), args)
         return Page(map(ProposalView.of, page), page.next_cursor)
 
     def approve_as_second(self, identity: Identity, proposal_id: str) -> ProposalView:

@@ -17,11 +17,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from writegate.approval.canonical import to_rfc3339
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import Identity, Proposal
+from writegate.approval.views import PageArgs
 from writegate.surfaces.cli.common import console, database_url
 from writegate.surfaces.cli.terminal import inert, markup_safe
 
@@ -148,19 +150,18 @@ def approvals(
     """List the proposals of your tenant waiting for a second approval, a page at a time."""
     identity = _identity(user, tenant, role)
     with _runtime() as runtime:
-        waiting = runtime.service.awaiting_second_approval(
-            identity, limit=limit, cursor=cursor, order=order
-        )
+        page = PageArgs(limit=limit, cursor=cursor, order=order)  # type: ignore[arg-type]  # checked
+        waiting = runtime.service.awaiting_second_approval(identity, page)
     console.print(approvals_table(waiting, tenant))
     print_next_cursor(waiting.next_cursor)
 
 
-def print_next_cursor(cursor: str | None) -> None:
+def print_next_cursor(cursor: str | None, out: Console = console) -> None:
     """The line after a page: how to ask for the next one, or that this was the last."""
     if cursor is None:
-        console.print("last page")
+        out.print("last page")
     else:
-        console.print(inert(f"next page: --cursor {cursor}"), soft_wrap=True)
+        out.print(inert(f"next page: --cursor {cursor}"), soft_wrap=True)
 
 
 def approvals_table(waiting: list[Proposal], tenant: str) -> Table:

@@ -24,9 +24,10 @@ from typing import Annotated, Any
 
 import typer
 
-from writegate.approval.errors import WritegateError, is_database_outage
+from writegate.approval.errors import ValidationFailed, WritegateError, is_database_outage
 from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled
 from writegate.approval.retention import RetentionPolicy
+from writegate.approval.views import Page
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, list_escalations, purge
 from writegate.checkpoints.outage import is_outage
 from writegate.surfaces.cli.common import console, database_url, err_console
@@ -151,28 +152,55 @@ def left_note(left: dict[str, int]) -> str:
 
 def escalations(
     tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many of each.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    kind: Annotated[
+        str, typer.Option("--kind", help="execution, failover, or both (the default).")
+    ] = "both",
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="The next page, as the last one printed it.")
+    ] = None,
+    order: Annotated[str, typer.Option("--order", help="oldest (the default) or newest first.")] = (
+        "oldest"
+    ),
 ) -> None:
     """List what a person must decide: escalated executions (what was asked, by whom,
-    what is known), then what the checks after a failover found (`kind` failover)."""
+    what is known), then what the checks after a failover found (`kind` failover), a
+    page of each at a time; the line after a page says how to ask for the next."""
+    from writegate.approval.views import PageArgs
     from writegate.checkpoints.failover import list_failover_escalations
     from writegate.checkpoints.pool import open_pool
+    from writegate.surfaces.cli.render import error_panel
 
     pool = open_pool(database_url(), max_size=1)
     try:
-        rows = list_escalations(pool, tenant_id=tenant, limit=limit)
-        after = list_failover_escalations(pool, tenant_id=tenant, limit=limit)
+        if kind not in ("both", "execution", "failover") or (cursor and kind == "both"):
+            raise ValidationFailed("--kind is execution or failover (with --cursor), or both")
+        args = PageArgs(limit=limit, cursor=cursor, order=order)  # type: ignore[arg-type]  # checked
+        empty: Page[dict[str, Any]] = Page()
+        rows = list_escalations(pool, tenant_id=tenant, args=args) if kind != "failover" else empty
+        after = (
+            list_failover_escalations(pool, tenant_id=tenant, args=args)
+            if kind != "execution"
+            else empty
+        )
+    except WritegateError as exc:
+        err_console.print(error_panel(exc.to_dict()))
+        raise typer.Exit(1) from exc
     finally:
         pool.close()
     if as_json:
         _print_json(rows + after)
-        return
-    if not rows and not after:
+    elif not rows and not after:
         console.print("no escalations")
-        return
-    print_escalations(rows)
-    print_failover_escalations(after)
+    else:
+        print_escalations(rows)
+        print_failover_escalations(after)
+    shown = {"execution": rows, "failover": after}
+    for name, page in shown.items():
+        if kind in ("both", name) and page.next_cursor is not None:
+            line = f"next page of {name} escalations: --kind {name} --cursor {page.next_cursor}"
+            (err_console if as_json else console).print(inert(line), soft_wrap=True)
 
 
 def print_escalations(rows: list[dict[str, Any]]) -> None:

@@ -104,14 +104,28 @@ def keys_list(
     tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys.")] = None,
     active: Annotated[bool, typer.Option("--active", help="Only keys not revoked.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="At most this many.")] = (
+        1000
+    ),
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="The next page, as the last one printed it.")
+    ] = None,
+    order: Annotated[str, typer.Option("--order", help="oldest (the default) or newest first.")] = (
+        "oldest"
+    ),
 ) -> None:
-    """List API keys, oldest first: id, user, tenant, roles, created, revoked. Never a
-    secret: only a hash of each is kept."""
+    """List API keys, oldest first: id, user, tenant, roles, created, revoked, a page at
+    a time; the line after a page says how to ask for the next. Never a secret: only a
+    hash of each is kept."""
+    from writegate.approval.views import PageArgs
     from writegate.surfaces.cli.render import reported_errors
     from writegate.surfaces.store.keys import list_keys
 
+    args = PageArgs(limit=limit, cursor=cursor, order=order)  # type: ignore[arg-type]  # checked
     with reported_errors(err_console), _keys_connection() as conn:
-        found = list_keys(conn, tenant_id=tenant, active_only=active)
+        found = list_keys(conn, tenant_id=tenant, active_only=active, args=args)
+    if found.next_cursor is not None:  # on standard error: standard output stays the list
+        err_console.print(f"next page: --cursor {found.next_cursor}", soft_wrap=True)
     if as_json:
         print(json.dumps([asdict(key) for key in found], default=str, indent=2))
         return

@@ -19,7 +19,9 @@ import typer
 
 from writegate.approval.errors import NotFound, ValidationFailed
 from writegate.approval.events import EVENT_TYPES, DeliveryPolicy
+from writegate.approval.views import PageArgs
 from writegate.checkpoints.outage import is_outage
+from writegate.surfaces.cli.admin import Cursor, Limit, OrderOption, print_next_cursor
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.terminal import inert, markup_safe
 
@@ -88,13 +90,22 @@ def add(
 
 
 @webhooks_app.command("list")
-def list_endpoints(tenant: Tenant = None, as_json: AsJson = False) -> None:
-    """List the endpoints (never their secrets)."""
+def list_endpoints(
+    tenant: Tenant = None,
+    as_json: AsJson = False,
+    limit: Limit = 1000,
+    cursor: Cursor = None,
+    order: OrderOption = "oldest",
+) -> None:
+    """List the endpoints (never their secrets), a page at a time."""
     outbox = _outbox()
     try:
-        endpoints = outbox.endpoints(tenant)
+        args = PageArgs(limit=limit, cursor=cursor, order=order)  # type: ignore[arg-type]  # checked
+        endpoints = outbox.endpoints(tenant, args)
     finally:
         outbox.pool.close()
+    if endpoints.next_cursor is not None:  # on standard error: standard output stays the list
+        print_next_cursor(endpoints.next_cursor, err_console)
     if as_json:
         _print_json([e.__dict__ for e in endpoints])
         return
@@ -128,25 +139,32 @@ def failing(
     min_attempts: Annotated[
         int, typer.Option("--min-attempts", min=1, help="Attempts made, at least.")
     ] = 3,
-    limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+    order: OrderOption = "oldest",
     as_json: AsJson = False,
 ) -> None:
-    """List deliveries that keep failing: not accepted after --min-attempts attempts."""
+    """List deliveries that keep failing: not accepted after --min-attempts attempts,
+    a page at a time; the line after a page says how to ask for the next."""
     outbox = _outbox()
     try:
-        rows = outbox.failing(min_attempts=min_attempts, tenant_id=tenant, limit=limit)
+        args = PageArgs(limit=limit, cursor=cursor, order=order)  # type: ignore[arg-type]  # checked
+        rows = outbox.failing(min_attempts=min_attempts, tenant_id=tenant, args=args)
     finally:
         outbox.pool.close()
     if as_json:
         _print_json(rows)
-        return
-    if not rows:
+    elif not rows:
         console.print("no failing deliveries")
-    for row in rows:
+    for row in [] if as_json else rows:
         console.print(inert(f"{row['delivery_id']}  {row['event_type']}  {row['event_id']}"))
         console.print(inert(f"  to {row['endpoint_id']} {row['url']}  tenant {row['tenant_id']}"))
         console.print(inert(f"  {row['attempts']} attempts, last: {row['last_error']}"))
         console.print(inert(f"  next {row['next_attempt_at']}"))
+    if not as_json:
+        print_next_cursor(rows.next_cursor)
+    elif rows.next_cursor is not None:  # the rows alone on standard output
+        print_next_cursor(rows.next_cursor, err_console)
 
 
 @webhooks_app.command("replay")

@@ -5,6 +5,8 @@ approval lists it shows are the ledger's (`checkpoints/views.py`).
 
 from __future__ import annotations
 
+from writegate.checkpoints.ledger_sql import after_created
+
 INSERT_KEY_SQL = """
 INSERT INTO writegate.api_keys (key_hash, key_id, user_id, tenant_id, roles)
 VALUES (%s, %s, %s, %s, %s)
@@ -21,10 +23,15 @@ RETURNING key_id"""
 
 KEY_COLUMNS = "key_id, user_id, tenant_id, roles, created_at, revoked_at"
 
+# A page of keys: keyset on (created_at, key_id), neither ever updated; `{where}` only
+# of KEYS_FILTERS' and KEYS_AFTER's fixed texts.
 LIST_KEYS_SQL = f"""
 SELECT {KEY_COLUMNS} FROM writegate.api_keys
-WHERE (%s::text IS NULL OR tenant_id = %s) AND (NOT %s OR revoked_at IS NULL)
-ORDER BY created_at, key_id"""
+WHERE true{{where}}
+ORDER BY created_at {{direction}}, key_id {{direction}}
+LIMIT %(limit)s"""
+KEYS_FILTERS = {"tenant_id": "tenant_id = %(tenant_id)s", "active": "revoked_at IS NULL"}
+KEYS_AFTER = after_created("key_id")
 
 SELECT_KEY_BY_ID_SQL = f"SELECT {KEY_COLUMNS} FROM writegate.api_keys WHERE key_id = %s"
 
@@ -38,11 +45,14 @@ SELECT_THREAD_SQL = """
 SELECT thread_id, tenant_id, user_id, created_at FROM writegate.http_threads
 WHERE thread_id = %s AND tenant_id = %s AND user_id = %s"""
 
-LIST_THREADS_SQL = """
+# A page of a user's threads: keyset on (created_at, thread_id), neither ever updated
+# (service migration 3 indexes it); `{where}` only THREADS_AFTER's fixed text.
+LIST_THREADS_PAGE_SQL = """
 SELECT thread_id, tenant_id, user_id, created_at FROM writegate.http_threads
-WHERE tenant_id = %s AND user_id = %s
-ORDER BY created_at DESC, thread_id
-LIMIT %s"""
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s{where}
+ORDER BY created_at {direction}, thread_id {direction}
+LIMIT %(limit)s"""
+THREADS_AFTER = after_created("thread_id")
 
 # A click claims its idempotency key first; a twin finds the row and reads it.
 CLAIM_CLICK_SQL = """
@@ -97,10 +107,10 @@ RENEW_LEASE_SQL = """
 UPDATE writegate.thread_leases SET expires_at = now() + make_interval(secs => %(lease_s)s)
 WHERE thread_id = %(thread)s AND generation = %(generation)s AND expires_at > now()
 RETURNING generation"""
-SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %s, false)"
+# Local: in the lock's own transaction, so the session's setting is back once it ends.
+SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %s, true)"
 THREAD_UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 # Shared: a request that only reads the thread, beside others that only read it.
 THREAD_LOCK_SHARED_SQL = "SELECT pg_advisory_lock_shared(hashtextextended(%s, 0))"
 THREAD_TRY_LOCK_SHARED_SQL = "SELECT pg_try_advisory_lock_shared(hashtextextended(%s, 0)) AS ok"
 THREAD_UNLOCK_SHARED_SQL = "SELECT pg_advisory_unlock_shared(hashtextextended(%s, 0))"
-RESET_LOCK_TIMEOUT_SQL = "RESET lock_timeout"

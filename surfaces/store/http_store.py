@@ -35,8 +35,12 @@ from psycopg_pool import PoolTimeout
 
 from writegate.approval.errors import InProgress, Unavailable, WritegateError
 from writegate.approval.models import Identity
+from writegate.approval.views import Page, PageArgs, created_after, created_key
+from writegate.checkpoints.ledger_sql import created_page
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.surfaces.store import http_sql as sql
+
+MAX_THREADS = 1_000  # one page of a user's threads, at most
 
 LOCK_NAMESPACE = "wg_thread:"
 LOCK_CONNECTIONS = 8  # lock sessions per process: requests running a graph at once
@@ -78,9 +82,19 @@ class HttpStore:
     def lock_pool(self) -> Pool:
         """The thread locks' own sessions, opened on first use (and again after close():
         an app whose lifespan ends and starts again, as a test client's does, goes on)."""
+        return self.open_lock_pool()
+
+    def open_lock_pool(self, connection_class: type[Connection[DictRow]] | None = None) -> Pool:
+        """The lock pool, opened now if it is not (with `connection_class`: the bench's
+        counting connections)."""
         with self._guard:
             if self._lock_pool is None:
-                self._lock_pool = open_pool(self.url, min_size=1, max_size=self.lock_connections)
+                self._lock_pool = open_pool(
+                    self.url,
+                    min_size=1,
+                    max_size=self.lock_connections,
+                    connection_class=connection_class,
+                )
             return self._lock_pool
 
     def close(self) -> None:
@@ -104,8 +118,17 @@ class HttpStore:
         rows = self._all(sql.SELECT_THREAD_SQL, (thread_id, identity.tenant_id, identity.user_id))
         return rows[0] if rows else None
 
-    def list_threads(self, identity: Identity, limit: int) -> list[dict[str, Any]]:
-        return self._all(sql.LIST_THREADS_SQL, (identity.tenant_id, identity.user_id, limit))
+    def list_threads(self, identity: Identity, args: PageArgs) -> Page[dict[str, Any]]:
+        """A page of the user's threads, `args.order` first by when each was opened."""
+        args.refuse("thread_id", "proposal_id", "tool_name", "status")
+        limit, key = args.checked("threads", MAX_THREADS)
+        params: dict[str, Any] = {"tenant_id": identity.tenant_id, "user_id": identity.user_id}
+        query = created_page(
+            sql.LIST_THREADS_PAGE_SQL, {}, {}, sql.THREADS_AFTER, args.order, created_after(key),
+            params,
+        )  # fmt: skip
+        rows = self._all(query, {**params, "limit": limit + 1})
+        return args.page(rows, "threads", lambda r: created_key(r["created_at"], r["thread_id"]))
 
     # -- clicks -----------------------------------------------------------------------
 
@@ -207,7 +230,7 @@ class ThreadLock:
     """One thread's advisory lock, held on a session of the lock pool until `release()`.
 
     The session is this lock's alone while it is held: the lock pool serves nothing
-    else, and the session goes back only once unlocked and reset (or closed, which
+    else, and the session goes back only once unlocked (or closed, which
     releases the lock too, when the unlock could not be confirmed). If the process dies,
     the session ends and releases it. An exclusive lock holds the thread's `Lease` too.
     """
@@ -237,7 +260,6 @@ class ThreadLock:
         # Held unless the server said it was not granted: a statement that failed any
         # other way may have taken it, and release() must then unlock it.
         self._held = True
-        self._timed = False  # lock_timeout was set on the session: release resets it
         try:
             self._acquire(conn, thread_id, wait_s)
         except BaseException:
@@ -254,10 +276,12 @@ class ThreadLock:
                 self._held = False
                 raise InProgress("another request is running this thread", thread_id=thread_id)
         else:
-            self._timed = True
-            conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
+            # One transaction: the wait's lock_timeout ends with it, and the session lock
+            # and the lease row are taken in one commit.
             try:
-                row = conn.execute(self._lock_sql, self._params()).fetchone()
+                with conn.transaction():
+                    conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
+                    row = conn.execute(self._lock_sql, self._params()).fetchone()
             except LockNotAvailable as exc:
                 self._held = False
                 raise InProgress(
@@ -285,8 +309,8 @@ class ThreadLock:
         if conn is None:
             return
         # Unlock first so a waiter gets the lock at once; only what was taken is undone
-        # (unlocking a lock not held draws a server WARNING). A session whose unlock or
-        # reset fails is closed instead (which releases the lock); the pool replaces it,
+        # (unlocking a lock not held draws a server WARNING). A session whose unlock
+        # fails is closed instead (which releases the lock); the pool replaces it,
         # and the lease is freed on the runtime's pool.
         leased = self.lease is not None and self.lease.generation is not None
         try:
@@ -295,8 +319,6 @@ class ThreadLock:
                 conn.execute(sql.THREAD_UNLEASE_SQL, self.lease.params(self.key))
             elif self._held:
                 conn.execute(self._unlock_sql, (self.key,))
-            if self._timed:
-                conn.execute(sql.RESET_LOCK_TIMEOUT_SQL)
         except psycopg.Error:
             conn.close()
             if leased:

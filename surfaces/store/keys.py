@@ -18,9 +18,12 @@ from typing import Any
 from writegate.approval.canonical import hash_secret
 from writegate.approval.errors import NotFound, ValidationFailed
 from writegate.approval.models import Identity
+from writegate.approval.views import Page, PageArgs, created_after, created_key
+from writegate.checkpoints.ledger_sql import created_page
 from writegate.surfaces.store import http_sql as sql
 
 KEY_PREFIX = "wgk_"
+MAX_KEYS = 1_000  # one page of keys, at most
 # Users, tenants and roles are plain identifiers: nothing to confuse in a log or header.
 _NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
@@ -113,8 +116,24 @@ def revoke_key_by_id(conn: Any, key_id: str) -> tuple[KeyInfo, bool]:
 
 
 def list_keys(
-    conn: Any, *, tenant_id: str | None = None, active_only: bool = False
-) -> list[KeyInfo]:
-    """Keys oldest first, optionally of one tenant and only those not revoked."""
-    rows = conn.execute(sql.LIST_KEYS_SQL, (tenant_id, tenant_id, active_only)).fetchall()
-    return [KeyInfo.from_row(row) for row in rows]
+    conn: Any,
+    *,
+    tenant_id: str | None = None,
+    active_only: bool = False,
+    args: PageArgs | None = None,
+) -> Page[KeyInfo]:
+    """A page of keys (keyset on `(created_at, key_id)`), oldest first by default,
+    optionally of one tenant and only those not revoked."""
+    args = args or PageArgs(limit=MAX_KEYS)
+    args.refuse("thread_id", "proposal_id", "tool_name", "status")
+    limit, key = args.checked("keys", MAX_KEYS)
+    given: dict[str, Any] = {"tenant_id": tenant_id} if tenant_id is not None else {}
+    if active_only:
+        given["active"] = True
+    params: dict[str, Any] = {**given, "limit": limit + 1}
+    query = created_page(
+        sql.LIST_KEYS_SQL, sql.KEYS_FILTERS, given, sql.KEYS_AFTER, args.order, created_after(key),
+        params,
+    )  # fmt: skip
+    rows = [KeyInfo.from_row(row) for row in conn.execute(query, params).fetchall()]
+    return args.page(rows, "keys", lambda k: created_key(k.created_at, k.key_id))

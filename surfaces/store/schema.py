@@ -64,6 +64,12 @@ CREATE TABLE writegate.thread_leases (
     expires_at  timestamptz NOT NULL
 );
 """,
+    # 3. a user's threads a page at a time, by a key that never changes (docs/paging.md).
+    # An index only: a process of the previous release ignores it.
+    """
+CREATE INDEX http_threads_page_idx
+    ON writegate.http_threads (tenant_id, user_id, created_at, thread_id);
+""",
 ]
 
 LEGACY_ADOPTION = """

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from writegate.checkpoints.pool import Pool
 from writegate.surfaces.store import stream_sql as sql
 
@@ -31,11 +29,15 @@ class StreamStore:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
-    def append(self, stream_id: str, thread_id: str, seq: int, event: str, data: Any) -> None:
+    def append(self, stream_id: str, thread_id: str, seq: int, event: str, text: str) -> None:
+        """Store one event, its data as JSON text; a stream's first (seq 0) also drops
+        the streams older than `STREAM_KEEP_S`, in the same statement."""
+        row = (stream_id, seq, thread_id, event, text)
         with self.pool.connection() as conn:
-            conn.execute(
-                sql.INSERT_STREAM_EVENT_SQL, (stream_id, seq, thread_id, event, Jsonb(data))
-            )
+            if seq == 0:
+                conn.execute(sql.INSERT_FIRST_STREAM_EVENT_SQL, (STREAM_KEEP_S, *row))
+            else:
+                conn.execute(sql.INSERT_STREAM_EVENT_SQL, row)
 
     def after(self, stream_id: str, thread_id: str, seq: int) -> list[StoredEvent]:
         """The stream's events after `seq`, in order; only if it belongs to `thread_id`."""
@@ -47,7 +49,3 @@ class StreamStore:
         with self.pool.connection() as conn:
             row = conn.execute(sql.STREAM_EXISTS_SQL, (stream_id, thread_id)).fetchone()
             return row is not None
-
-    def prune(self, keep_s: float = STREAM_KEEP_S) -> None:
-        with self.pool.connection() as conn:
-            conn.execute(sql.PRUNE_STREAM_EVENTS_SQL, (keep_s,))

@@ -7,6 +7,7 @@ idempotency keys are short printable tokens, refused before they reach SQL.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from fastapi import Request
@@ -16,6 +17,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from writegate.approval.canonical import check_input
+from writegate.approval.views import PageArgs
 
 # Ids are short printable tokens; anything else is refused before it reaches SQL.
 ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
@@ -88,19 +90,6 @@ class ReviewIn(_In):
 # -- query strings (unknown parameters are refused, like unknown body fields) --------
 
 
-class ThreadQuery(_In):
-    limit: int = Field(default=50, ge=1, le=200)
-
-
-class ApprovalQuery(_In):
-    status: Literal["pending", "all"] = Field(
-        default="pending",
-        description="pending: awaiting a decision, not expired, with a question open in "
-        "its thread; all: the most recent approvals, any status (history).",
-    )
-    limit: int = Field(default=50, ge=1, le=200)
-
-
 class PageQuery(_In):
     """A list a page at a time (docs/paging.md)."""
 
@@ -111,6 +100,39 @@ class PageQuery(_In):
         description="The previous page's next_cursor, unchanged; none for the first page.",
     )
     order: Literal["oldest", "newest"] = Field(default="oldest", description="Which end first.")
+
+    def page_args(self, *skip: str) -> PageArgs:
+        """The page this query asks for; `skip`: its fields that are not a page's."""
+        return PageArgs(**self.model_dump(exclude_none=True, exclude=set(skip)))
+
+
+class ThreadQuery(PageQuery):
+    order: Literal["oldest", "newest"] = Field(default="newest", description="Which end first.")
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class ApprovalQuery(PageQuery):
+    status: Literal[
+        "pending", "all", "awaiting_confirmation", "awaiting_second_approval", "confirmed",
+        "executed", "declined", "cancelled", "expired", "superseded", "revoked",
+    ] = Field(
+        default="pending",
+        description="pending: awaiting a decision, not expired, with a question open in "
+        "its thread; all: every approval, any status (history); or only those in one status.",
+    )  # fmt: skip
+    order: Literal["oldest", "newest"] | None = Field(  # type: ignore[assignment]  # None: by status
+        default=None, description="Which end first; by default oldest for pending, else newest."
+    )
+    thread_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    proposal_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    tool_name: str | None = Field(default=None, pattern=ID_PATTERN)
+    limit: int = Field(default=50, ge=1, le=200)
+
+    def page_args(self, *skip: str) -> PageArgs:
+        order = self.order or ("oldest" if self.status == "pending" else "newest")
+        status = None if self.status in ("pending", "all") else self.status
+        args = super().page_args("status", "order", *skip)
+        return replace(args, order=order, status=status)
 
 
 class AuditQuery(PageQuery):

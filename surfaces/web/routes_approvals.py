@@ -35,13 +35,13 @@ ProposalId = Annotated[str, Path(pattern=ID_PATTERN, description="The proposal's
 def list_approvals(
     identity: CurrentIdentity, svc: Svc, query: Annotated[ApprovalQuery, Query()]
 ) -> ApprovalList:
-    """`pending`: awaiting a decision, not expired, with a question open in its thread.
-    `all`: the caller's most recent approvals, any status (history)."""
+    """The caller's approvals, a page at a time: `next_cursor`, given back as `cursor`,
+    is the next page. `pending` (oldest first): awaiting a decision, not expired, with a
+    question open in its thread; `all` (newest first): any status (history), or only
+    those of the `status` given."""
     now, status = svc.runtime.views.now(), query.status
-    if status == "pending":
-        rows = svc.runtime.views.pending_proposals(identity, query.limit)
-    else:
-        rows = svc.runtime.views.recent_proposals(identity, query.limit)
+    page = svc.runtime.views.my_proposals(identity, query.page_args(), pending=status == "pending")
+    rows = list(page)
     questions: dict[str, dict] = {}
     for thread_id in dict.fromkeys(r["thread_id"] for r in rows if r["status"] in PENDING):
         config = svc.runner.config(identity, thread_id)
@@ -56,9 +56,9 @@ def list_approvals(
         )
         for r in rows
     ]
-    if status == "pending":
+    if status == "pending":  # and a question open in its thread
         views = [v for v in views if v.pending]
-    return ApprovalList(approvals=views, now=now)
+    return ApprovalList(approvals=views, now=now, next_cursor=page.next_cursor)
 
 
 @router.get("/{proposal_id}", response_model=ApprovalView, responses=responses(401, 404, 422))

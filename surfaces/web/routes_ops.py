@@ -11,7 +11,7 @@ from writegate.approval.errors import Unavailable
 from writegate.approval.models import SETTLED
 from writegate.approval.outcomes import execution_outcome, receipt_of
 from writegate.approval.reconcile import owned_execution
-from writegate.approval.views import audit_after, audit_key, page_of
+from writegate.approval.views import audit_page
 from writegate.surfaces.web.auth import CurrentIdentity, CurrentPrincipal
 from writegate.surfaces.web.errors import responses
 from writegate.surfaces.web.inputs import ID_PATTERN, AuditQuery
@@ -58,19 +58,10 @@ def audit(identity: CurrentIdentity, svc: Svc, query: Annotated[AuditQuery, Quer
     """Audit rows of the caller's tenant: every tool call, decision and execution.
     Callers with the `auditor` role see the whole tenant; others see their own rows.
     A page at a time: `next_cursor`, given back as `cursor`, is the next page."""
-    order = query.order
-    rows = svc.runtime.store.audit_rows(
-        identity.tenant_id,
-        thread_id=query.thread_id,
-        proposal_id=query.proposal_id,
-        tool_name=query.tool_name,
-        status=query.status,
-        user_id=None if AUDITOR_ROLE in identity.roles else identity.user_id,
-        order=order,
-        after=audit_after(query.cursor, order),
-        limit=query.limit + 1,
+    own = None if AUDITOR_ROLE in identity.roles else identity.user_id
+    page = audit_page(
+        svc.runtime.store.audit_rows, identity.tenant_id, query.page_args(), user_id=own
     )
-    page = page_of(list(rows), query.limit, "audit", order, audit_key)
     return AuditList(
         rows=[AuditRow(**{k: v for k, v in row.items() if k in _AUDIT_FIELDS}) for row in page],
         next_cursor=page.next_cursor,

@@ -30,9 +30,7 @@ def list_reviews(
 ) -> ApprovalList:
     """Other users' proposals in the caller's tenant that wait for a second approver,
     a page at a time: `next_cursor`, given back as `cursor`, is the next page."""
-    waiting = svc.runtime.service.awaiting_second_approval(
-        identity, **query.model_dump(exclude_none=True)
-    )
+    waiting = svc.runtime.service.awaiting_second_approval(identity, query.page_args())
     now = svc.runtime.views.now()
     views = [approval_view(proposal_row(p), now) for p in waiting]
     return ApprovalList(approvals=views, now=now, next_cursor=waiting.next_cursor)

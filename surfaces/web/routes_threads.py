@@ -7,41 +7,30 @@ or stops at an approval; the last event is `end` with the pending approvals.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from langchain_core.messages import HumanMessage
-from langgraph.types import Command
 
 from writegate.approval.errors import NotFound, ValidationFailed
-from writegate.approval.models import Identity
 from writegate.surfaces.web.auth import CurrentIdentity
 from writegate.surfaces.web.errors import json_responses, request_id, responses
 from writegate.surfaces.web.events import STREAM_RESPONSE
 from writegate.surfaces.web.inputs import ID_PATTERN, MessageIn, ThreadQuery
 from writegate.surfaces.web.schemas import ThreadList, ThreadSummary, ThreadView
-from writegate.surfaces.web.services import Services, Svc
+from writegate.surfaces.web.services import Svc
 from writegate.surfaces.web.sse import (
     EVENT_ID_PATTERN,
     EventStreamResponse,
     follow,
     parse_event_id,
-    relay,
 )
+from writegate.surfaces.web.turns import require_thread, start_turn
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
 ThreadId = Annotated[
     str, Path(pattern=ID_PATTERN, description="A thread id from POST /v1/threads.")
 ]
-
-
-def _require_thread(svc: Services, identity: Identity, thread_id: str) -> dict[str, Any]:
-    row = svc.store.get_thread(identity, thread_id)
-    if row is None:
-        raise NotFound("no such thread for this user", thread_id=thread_id)
-    return row
 
 
 @router.post("", status_code=201, response_model=ThreadSummary, responses=responses(401))
@@ -55,17 +44,19 @@ def create_thread(identity: CurrentIdentity, svc: Svc) -> ThreadSummary:
 def list_threads(
     identity: CurrentIdentity, svc: Svc, query: Annotated[ThreadQuery, Query()]
 ) -> ThreadList:
-    """The caller's threads, newest first."""
-    rows = svc.store.list_threads(identity, query.limit)
+    """The caller's threads, newest first unless `order=oldest`, a page at a time:
+    `next_cursor`, given back as `cursor`, is the next page."""
+    page = svc.store.list_threads(identity, query.page_args())
     return ThreadList(
-        threads=[ThreadSummary(thread_id=r["thread_id"], created_at=r["created_at"]) for r in rows]
+        threads=[ThreadSummary(thread_id=r["thread_id"], created_at=r["created_at"]) for r in page],
+        next_cursor=page.next_cursor,
     )
 
 
 @router.get("/{thread_id}", response_model=ThreadView, responses=responses(401, 404, 422))
 def read_thread(thread_id: ThreadId, identity: CurrentIdentity, svc: Svc) -> ThreadView:
     """Messages, every approval of the thread (history), and the pending ones."""
-    row = _require_thread(svc, identity, thread_id)
+    row = require_thread(svc, identity, thread_id)
     approvals = svc.runner.thread_approvals(identity, thread_id)
     return ThreadView(
         thread_id=thread_id,
@@ -90,32 +81,8 @@ async def post_message(
     409 `approval_pending` while an approval of this thread waits for a decision
     (expired ones are closed first), 409 `in_progress` while another run holds it.
     """
-    await run_in_threadpool(_require_thread, svc, identity, thread_id)
-    rid = request_id(request)
-    config = svc.runner.config(identity, thread_id)
-    lock = await run_in_threadpool(
-        svc.store.lock_thread, thread_id, wait_s=svc.settings.message_lock_wait_s
-    )
-    try:
-        prep = await run_in_threadpool(svc.runner.prepare, identity, config)
-    except BaseException:
-        lock.release()
-        raise
-
-    def produce() -> Iterator[tuple[str, Any]]:
-        if prep.resume:
-            yield from svc.runner.events(Command(resume=prep.resume), identity, config, lock)
-        elif prep.recover:
-            yield from svc.runner.events(None, identity, config, lock)
-        yield from svc.runner.events(
-            {"messages": [HumanMessage(message.content)]}, identity, config, lock
-        )
-        pending = [a for a in svc.runner.thread_approvals(identity, thread_id) if a.pending]
-        status = "awaiting_approval" if pending else "done"
-        yield "end", {"status": status, "pending": [a.model_dump(mode="json") for a in pending]}
-
-    streams = relay(produce, lock.release, rid, streams=svc.streams, thread_id=thread_id)
-    return EventStreamResponse(streams, ping_s=svc.settings.stream_ping_s)
+    events = await start_turn(svc, identity, thread_id, message.content, request_id(request))
+    return EventStreamResponse(events, ping_s=svc.settings.stream_ping_s)
 
 
 @router.get(
@@ -143,7 +110,7 @@ async def resume_events(
     until its last event (`end` or `error`). A stream is kept for 15 minutes; an
     unknown or older one is a 404.
     """
-    await run_in_threadpool(_require_thread, svc, identity, thread_id)
+    await run_in_threadpool(require_thread, svc, identity, thread_id)
     parsed = parse_event_id(last_event_id)
     if parsed is None:
         raise ValidationFailed("Last-Event-ID is not an event id of this service")

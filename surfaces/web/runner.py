@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from writegate.approval.errors import ApprovalPending
-from writegate.approval.models import Identity
+from writegate.approval.models import PENDING, Identity, ProposalStatus
 from writegate.graph.messages import executed_values
 from writegate.graph.runtime import Runtime
 from writegate.surfaces.store.http_store import HttpStore, ThreadLock
@@ -84,29 +84,39 @@ class Runner:
         """proposal id -> (interrupt id, interrupt value) for the thread's open questions."""
         return questions_in(self.state(config))
 
-    def stalled(self, config: RunnableConfig) -> bool:
-        """A run that stopped between steps (its process died) with no question open."""
-        return stalled_in(self.state(config))
-
     def prepare(self, identity: Identity, config: RunnableConfig) -> Preparation:
-        """Refuse new input while a live question waits; close the expired ones first.
+        """Refuse new input while a live question waits; close the others first.
 
         An expired question is answered `cancel`: the service sees the expiry (on the
-        database clock) and records `expired`, whatever the answer, so nothing runs.
+        database clock) and records `expired`, whatever the answer, so nothing runs. A
+        question whose proposal the ledger has settled elsewhere (a second approver's
+        decision whose push to this thread was lost) is answered `confirm`, as that
+        push would have: the graph reads the ledger and answers with the receipt, or
+        with how it ended, and runs nothing.
         """
-        questions = self.questions(config)
+        state = self.state(config)
+        questions = questions_in(state)
         if questions:
             now = self.rt.views.now()
-            live = sorted(pid for pid, (_, v) in questions.items() if now < _expires(v))
-            if live:
-                raise ApprovalPending(proposal_ids=live)
+            live = [pid for pid, (_, v) in questions.items() if now < _expires(v)]
+            waiting = sorted(pid for pid in live if not self._settled(identity, pid))
+            if waiting:
+                raise ApprovalPending(proposal_ids=waiting)
             return Preparation(
                 resume={
-                    iid: {"action": "cancel", "proposal_id": pid}
+                    iid: {"action": "confirm" if pid in live else "cancel", "proposal_id": pid}
                     for pid, (iid, _) in questions.items()
                 }
             )
-        return Preparation(recover=self.stalled(config))
+        return Preparation(recover=stalled_in(state))
+
+    def _settled(self, identity: Identity, proposal_id: str) -> bool:
+        """The ledger decided this proposal without its thread: nobody is asked any more
+        (executed, declined, revoked, ...), or a second approval ran it."""
+        proposal = self.rt.service.get_proposal(identity, proposal_id)
+        if proposal.status is ProposalStatus.CONFIRMED:
+            return proposal.second_approver is not None
+        return proposal.status not in PENDING
 
     def events(
         self, value: Any, identity: Identity, config: RunnableConfig, held: ThreadLock

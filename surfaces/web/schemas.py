@@ -171,6 +171,9 @@ class ThreadSummary(OutModel):
 
 class ThreadList(OutModel):
     threads: list[ThreadSummary]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null on the last."
+    )
 
 
 class ThreadView(OutModel):

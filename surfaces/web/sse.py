@@ -75,8 +75,15 @@ def as_data(payload: Any) -> Any:
     return payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
 
 
+def as_text(data: Any) -> str:
+    return json.dumps(as_data(data), ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def sse(stream_id: str, seq: int, kind: str, data: Any) -> ServerSentEvent:
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return sse_text(stream_id, seq, kind, as_text(data))
+
+
+def sse_text(stream_id: str, seq: int, kind: str, text: str) -> ServerSentEvent:
     return ServerSentEvent(text, event=kind, id=event_id(stream_id, seq), sep="\n")
 
 
@@ -96,12 +103,12 @@ def relay(
 
     def put(kind: str, payload: Any) -> None:
         nonlocal seq
-        data = json.loads(json.dumps(as_data(payload), default=str))
+        text = as_text(payload)  # once: stored as it is sent
         try:
-            streams.append(stream_id, thread_id, seq, kind, data)
+            streams.append(stream_id, thread_id, seq, kind, text)
         except Exception:  # the live stream goes on; only a reconnect would miss it
             log.warning("could not store stream event %s [%s]", event_id(stream_id, seq), rid)
-        item = sse(stream_id, seq, kind, data)
+        item = sse_text(stream_id, seq, kind, text)
         seq += 1
         # If the server's loop is gone, drop the event: the run itself still completes.
         with suppress(RuntimeError):
@@ -130,8 +137,6 @@ def relay(
             with suppress(RuntimeError):
                 loop.call_soon_threadsafe(queue.put_nowait, _DONE)
 
-    with suppress(Exception):
-        streams.prune()
     threading.Thread(target=work, name=f"writegate-run-{rid}", daemon=True).start()
 
     async def stream() -> AsyncIterator[ServerSentEvent]:

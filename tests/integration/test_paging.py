@@ -49,12 +49,13 @@ def seeded(url: str, wg: Writegate) -> tuple[str, list[dict[str, Any]]]:
 
 
 class Writer(threading.Thread):
-    """New rows for the tenant, five a transaction, on a connection of its own, until
-    stopped; `wait_for_more()` returns once it has committed more since the last call."""
+    """New rows for the tenant (`sql`, five audit rows by default), a transaction at a
+    time, on a connection of its own, until stopped; `wait_for_more()` returns once it
+    has committed more since the last call."""
 
-    def __init__(self, url: str, tenant: str) -> None:
+    def __init__(self, url: str, tenant: str, sql: str = NEW_ROWS_SQL) -> None:
         super().__init__(daemon=True)
-        self.url, self.tenant = url, tenant
+        self.url, self.tenant, self.sql = url, tenant, sql
         self.batches, self.seen = 0, 0
         self.changed = threading.Condition()
         self.stop = threading.Event()
@@ -64,7 +65,7 @@ class Writer(threading.Thread):
         try:
             with psycopg.connect(self.url, autocommit=True) as conn:
                 while not self.stop.is_set():
-                    conn.execute(NEW_ROWS_SQL, (self.tenant,))
+                    conn.execute(self.sql, (self.tenant,))
                     with self.changed:
                         self.batches += 1
                         self.changed.notify_all()

@@ -14,8 +14,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +31,7 @@ from tests.upgrade.releases import Release
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("driver.py")
 CACHE = Path(tempfile.gettempdir()) / "writegate-releases"
+NEW_PYTHON = sys.executable  # today's code
 EXTRAS = ["--extra", "server", "--extra", "mcp", "--extra", "langchain"]
 
 
@@ -140,6 +146,57 @@ def command(python: Path | str, url: str, *args: str) -> subprocess.CompletedPro
         text=True,
         timeout=120,
     )
+
+
+class Served:
+    """A release's own server as a process of its own on a free loopback port:
+    `writegate serve` (`kind="serve"`, ready once `/healthz` answers) or `writegate mcp
+    --transport http` (`kind="mcp"`, ready once `/mcp` refuses a caller without a key)."""
+
+    def __init__(self, python: Path | str, url: str, kind: str, **env: str) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        args = ["serve"] if kind == "serve" else ["mcp", "--transport", "http"]
+        self.proc = subprocess.Popen(
+            [str(python), "-m", "writegate", *args, "--port", str(self.port)],
+            env={**_env(url), **env},
+            cwd=CACHE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.base = f"http://127.0.0.1:{self.port}"
+        self._wait(f"{self.base}/healthz" if kind == "serve" else f"{self.base}/mcp")
+
+    def _wait(self, probe: str) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"the server ended: {self.proc.stderr and self.proc.stderr.read()}"
+                )
+            try:
+                with urllib.request.urlopen(probe, timeout=1):
+                    return
+            except urllib.error.HTTPError as exc:  # the MCP endpoint answers 401 or 405
+                if exc.code in (401, 405):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)  # poll interval while the port opens, not a timing assumption
+        self.close()
+        raise AssertionError(f"{probe} did not come up")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+    def __enter__(self) -> Served:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _env(url: str) -> dict[str, str]:

@@ -22,5 +22,11 @@ BEFORE_SCHEMA = Release(
 )
 # The last main before 0.2.0: the `writegate` schema, core migrations 1-4.
 LAST_MAIN = Release("d33d9eaeeb97ca36d9f0f68ca6c9d3eb87c718ab", "0.1.0, schema writegate")
+# Release 0.2.0: core migrations 1-8, the service's, the demo's; records its release.
+V0_2_0 = Release("2e2a91c6c2ff977c85c071cd61d26042d708a4f5", "0.2.0")
 
-PREVIOUS: list[Release] = [BEFORE_SCHEMA, LAST_MAIN]
+# The previous release: the rolling-release test runs it beside today's code, and the
+# approvals left waiting at its HTTP service and MCP server are answered by today's.
+PREVIOUS_RELEASE = V0_2_0
+# Every earlier release an upgrade is tested from, oldest first.
+PREVIOUS: list[Release] = [BEFORE_SCHEMA, LAST_MAIN, PREVIOUS_RELEASE]

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -23,7 +24,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.upgrade.old_release import DRIVER, Held, command, drive, release_python
-from tests.upgrade.releases import LAST_MAIN, PREVIOUS, Release
+from tests.upgrade.releases import PREVIOUS, PREVIOUS_RELEASE, Release
+from writegate.checkpoints.schema import CORE
 from writegate.graph.demo import open_demo
 from writegate.surfaces.store import setup_service
 from writegate.surfaces.web import create_app
@@ -124,10 +126,9 @@ def test_approvals_left_waiting_by_an_earlier_release_complete_once_after_the_up
 def test_a_rolling_release_old_and_new_processes_side_by_side(
     create_database: Callable[[], str],
 ) -> None:
-    """The last main's process keeps running while today's code migrates the database
-    (expand-only migrations): whichever answers, each write runs once. A process of the
-    last main started after the migration refuses to open, and changes nothing."""
-    old = release_python(LAST_MAIN)
+    """The previous release's process keeps running while today's code migrates the
+    database (expand-only migrations): whichever answers, each write runs once."""
+    old = release_python(PREVIOUS_RELEASE)
     url = create_database()
     left = drive(old, url, "leave")
     running = Held(old, url)  # opened before the upgrade, as a replica still up
@@ -152,12 +153,50 @@ def test_a_rolling_release_old_and_new_processes_side_by_side(
         assert effects(url) == Counter(request_keys.values())
     finally:
         running.close()
+
+
+def known_by(python: Path | str, url: str) -> int:
+    """How many core migrations a release knows, from its own `writegate db status`."""
+    status = command(python, url, "db", "status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    line = next(ln for ln in status.stdout.splitlines() if ln.startswith("writegate "))
+    return int(line.split(" of ")[1].split(";")[0])
+
+
+def test_the_previous_release_started_after_the_upgrade_opens_only_if_nothing_was_added(
+    create_database: Callable[[], str],
+) -> None:
+    """A process of the previous release started after today's code migrated: it
+    refuses at once, naming both releases and changing nothing, if today's code added a
+    core migration; if it added none, there is nothing it does not know, and it opens
+    and works (the database still records the previous release as its last migrator)."""
+    old = release_python(PREVIOUS_RELEASE)
+    url = create_database()
+    left = drive(old, url, "leave")
+    drive(NEW, url, "answer", "waiting_tool_node")  # today's code migrates and answers
     with psycopg.connect(url) as conn:
-        versions = conn.execute("SELECT count(*) FROM writegate.migrations").fetchone()
+        versions = conn.execute("SELECT count(*) FROM writegate.migrations").fetchall()
+    added = len(CORE.migrations) - known_by(old, url)
     late = subprocess.run(
-        [str(old), str(DRIVER), "answer"], env={**os.environ, "DATABASE_URL": url},
-        capture_output=True, text=True, timeout=180,
+        [str(old), str(DRIVER), "answer", "waiting_middleware", *EVERY],
+        env={**os.environ, "DATABASE_URL": url}, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
-    assert late.returncode != 0 and "older than the database" in late.stderr, late.stderr
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT count(*) FROM writegate.migrations").fetchone() == versions
+        assert conn.execute("SELECT count(*) FROM writegate.migrations").fetchall() == versions
+        recorded = conn.execute(
+            "SELECT release FROM writegate.releases WHERE migrations = 'writegate'"
+        ).fetchone()
+    if added > 0:
+        assert late.returncode != 0, late.stdout
+        assert "older than the database" in late.stderr, late.stderr
+        assert f"writegate {left['release']}, which has only" in late.stderr, late.stderr
+        assert recorded is not None and recorded[0] != left["release"]
+        return
+    assert added == 0, f"today's code knows fewer core migrations than {left['release']}"
+    assert late.returncode == 0, late.stderr
+    assert recorded == (left["release"],)  # today's code applied nothing, recorded nothing
+    request_keys = keys(url)
+    assert effects(url) == Counter(
+        request_keys[name] for name in ("executed", "unknown", "waiting_tool_node",
+                                        "waiting_middleware")
+    )  # fmt: skip
