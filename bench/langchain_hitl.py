@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from writegate.bench.baseline import refund_tool
 from writegate.checkpoints.pool import Pool
 from writegate.graph.demo import DemoRuntime
-from writegate.graph.writegate import Writegate
+from writegate.runtime.writegate import Writegate
 from writegate.tools.demo.provider import ProviderClient
 
 APPROVE = {"decisions": [{"type": "approve"}]}

@@ -32,7 +32,7 @@ from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.pool import Pool
 from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.tools.demo.domain import default_registry
 from writegate.tools.demo.policy import demo_policy
 from writegate.tools.demo.provider import SimulatedProvider

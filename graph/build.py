@@ -26,7 +26,7 @@ from langgraph.graph.state import CompiledStateGraph
 from writegate.graph.gate import ToolCallGate
 from writegate.graph.model import build_chat_model
 from writegate.graph.nodes import SYSTEM_PROMPT, Nodes
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 
 
 def build_graph(

@@ -22,7 +22,7 @@ from writegate.checkpoints.database import resolve_database_url
 from writegate.checkpoints.migrate import apply_migrations
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.checkpoints.schema import setup_database
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.tools.demo.domain import default_registry
 from writegate.tools.demo.policy import demo_policy
 from writegate.tools.demo.provider import ProviderClient, SimulatedProvider

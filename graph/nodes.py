@@ -19,10 +19,10 @@ from writegate.approval.errors import ValidationFailed, WritegateError
 from writegate.graph.identity import MissingIdentity, identity_of, thread_of
 from writegate.graph.messages import tool_error, tool_result
 from writegate.graph.resolve import ends_turn
-from writegate.graph.runtime import Runtime
 from writegate.graph.settled import awaiting_news, settled_updates
 from writegate.graph.turn import SHARED_ID, turn_refusal, turn_refusals
 from writegate.graph.unanswered import Unanswered
+from writegate.runtime.wiring import Runtime
 
 __all__ = ["CallNodes", "MissingIdentity", "Nodes", "identity_of", "thread_of"]
 

@@ -31,7 +31,7 @@ from writegate.checkpoints.schema import setup_database
 from writegate.graph.build import build_graph
 from writegate.graph.demo import open_demo
 from writegate.graph.model import build_chat_model
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.tools.demo.domain import default_registry
 
 

@@ -26,7 +26,7 @@ from writegate.surfaces.cli.common import console, database_url
 from writegate.surfaces.cli.terminal import inert, markup_safe
 
 if TYPE_CHECKING:  # the runtime brings the agent; it loads when a command runs
-    from writegate.graph.runtime import Runtime
+    from writegate.runtime.wiring import Runtime
 
 User = Annotated[str, typer.Option("--user", help="Who you are (user id).")]
 Tenant = Annotated[str, typer.Option("--tenant", help="Your tenant id.")]
@@ -87,7 +87,7 @@ def confirmation_table(proposal: Proposal) -> Table:
 
 
 def _show(proposal: Proposal) -> None:
-    from writegate.graph.messages import approval_request
+    from writegate.approval.wire import approval_request
     from writegate.surfaces.cli.render import preview_table
 
     console.print(preview_table(approval_request(proposal)))

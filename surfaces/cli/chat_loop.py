@@ -24,7 +24,7 @@ from writegate.approval.canonical import CanonicalizationError, check_input
 from writegate.graph.build import build_graph
 from writegate.graph.demo import open_demo
 from writegate.graph.model import describe_model
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import (
     error_panel,

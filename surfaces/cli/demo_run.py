@@ -25,10 +25,10 @@ from writegate.approval.decisions import Confirm
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import Identity
 from writegate.approval.service import Confirmation
+from writegate.approval.wire import approval_request
 from writegate.checkpoints.database import describe_database
 from writegate.graph.build import build_graph
 from writegate.graph.demo import DemoRuntime, open_demo
-from writegate.graph.messages import approval_request
 from writegate.graph.model import describe_model
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import (

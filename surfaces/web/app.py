@@ -23,7 +23,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store import setup_service
 from writegate.surfaces.web import errors
 from writegate.surfaces.web.events import add_event_schemas

@@ -16,7 +16,7 @@ from fastapi import Depends, Request
 
 from writegate.approval.service import Policy
 from writegate.graph.build import build_graph
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store.http_store import (
     LOCK_CONNECTIONS,
     THREAD_LEASE_ENV,

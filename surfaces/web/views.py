@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from writegate.approval.models import PENDING, Proposal, Receipt
-from writegate.graph.messages import as_executed
+from writegate.approval.wire import as_executed
 from writegate.surfaces.web.schemas import (
     ApprovalView,
     ConfirmationInfo,

@@ -21,8 +21,8 @@ from langgraph.types import Interrupt
 from tests.app_db import setup_app
 from writegate.graph.build import build_graph
 from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
+from writegate.runtime.wiring import Runtime
 from writegate.tools.demo.provider import SimulatedProvider
 from writegate.tools.demo.seed import DEMO_TENANT, seed_demo
 

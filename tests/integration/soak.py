@@ -85,7 +85,7 @@ PROVIDER_KILL_ONE_IN = 8
 PRELOAD = [
     "writegate.__main__",
     "writegate.surfaces.web",
-    "writegate.graph.runtime",
+    "writegate.runtime.wiring",
     "writegate.tools.demo.provider_http",
     "uvicorn",
 ]

@@ -41,8 +41,8 @@ from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.graph.build import build_graph
 from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.web import create_app
 
 pytestmark = pytest.mark.slow

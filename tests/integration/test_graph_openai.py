@@ -28,7 +28,7 @@ from tests.integration.graph_helpers import (
     statuses,
 )
 from writegate.graph.build import build_graph
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 
 FINAL_TEXT = "The refund of ¥199.00 went through; the receipt is on file."
 

@@ -36,7 +36,7 @@ from tests.integration.graph_helpers import (
 )
 from writegate.approval.errors import NotFound
 from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 
 AWAITING = ["awaiting_confirmation"]
 

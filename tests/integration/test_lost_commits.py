@@ -47,7 +47,7 @@ from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled
 from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import Pool
 from writegate.graph.demo import DemoRuntime, open_demo
-from writegate.graph.writegate import Writegate
+from writegate.runtime.writegate import Writegate
 from writegate.surfaces.cli import ops as cli_ops
 from writegate.tools.demo.faults import FaultScript
 from writegate.tools.demo.provider import SimulatedProvider

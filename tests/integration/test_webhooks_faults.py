@@ -35,7 +35,7 @@ from writegate.approval.models import Identity
 from writegate.checkpoints.database import with_database
 from writegate.checkpoints.outbox import PgOutbox
 from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.webhooks import new_secret
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from writegate.approval.models import Identity, Proposal
 from writegate.approval.policy import Policy, parse_policy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.tools.demo.batch import close_tickets
 from writegate.tools.demo.policy import DEMO_POLICY_FILE
 
