@@ -55,10 +55,10 @@ def _identity(user: str, tenant: str, roles: list[str] | None) -> Identity:
 @contextmanager
 def _runtime() -> Iterator[Runtime]:
     """A runtime whose refusals print as a structured error and exit 1, never a trace."""
-    from writegate.graph.demo import open_demo
     from writegate.surfaces.cli.render import error_panel
+    from writegate.surfaces.served import open_served
 
-    runtime = open_demo(database_url())
+    runtime = open_served(database_url())
     try:
         yield runtime
     except WritegateError as exc:

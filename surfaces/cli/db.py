@@ -21,15 +21,20 @@ db_app = typer.Typer(help="Create and fill the database.", no_args_is_help=True)
 
 @db_app.command("setup")
 def db_setup() -> None:
-    """Create or migrate the tables: writegate's, LangGraph's checkpoints, the HTTP
-    service's and the demo's (safe to re-run). The database DATABASE_URL names is
-    created first when it does not exist and your role may create databases."""
+    """Create or migrate writegate's own tables: its ledger, LangGraph's checkpoints and
+    the HTTP service's, each in writegate's schema (safe to re-run); on the demo's
+    database, the demo's tables too. The database DATABASE_URL names is created first
+    when it does not exist and your role may create databases."""
+    from writegate.checkpoints.schema import setup_database
     from writegate.graph.demo import setup_demo
+    from writegate.surfaces.served import is_demo_database
     from writegate.surfaces.store import setup_service
 
     url = database_url(create=True)
     with console.status(f"Setting up {describe_database(url)} ..."):
-        setup_demo(url)
+        setup_database(url)
+        if is_demo_database(url):
+            setup_demo(url)
         setup_service(url)
     console.print(f"[green]ok[/green] tables ready on {describe_database(url)}")
 
@@ -74,7 +79,7 @@ def _advice(applied: int, known: int) -> str:
 
 @db_app.command("seed")
 def db_seed() -> None:
-    """Load the demo tenant, users, orders and tickets (idempotent)."""
+    """The demo's data: its tables, tenant, users, orders and tickets (idempotent)."""
     from writegate.tools.demo.seed import seed_demo
 
     _with_connection(seed_demo)
@@ -87,7 +92,7 @@ def db_reset(
         bool, typer.Option("--yes", help="Reset even when the database holds other data.")
     ] = False,
 ) -> None:
-    """Put the demo tenant's rows back as seeded (ord_1001 refundable again), and
+    """The demo's data put back as seeded (ord_1001 refundable again), and
     cancel its approvals no thread asks any more (see `writegate orphans`).
 
     Only demo rows change. Without --yes it refuses when the database holds more than

@@ -33,7 +33,7 @@ from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.terminal import inert, markup_safe
 
 PROVIDER_URL_ENV = "WRITEGATE_PROVIDER_URL"
-provider_app = typer.Typer(help="The payment provider simulator.", no_args_is_help=True)
+provider_app = typer.Typer(help="The demo's payment provider simulator.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -49,12 +49,12 @@ def _print_json(value: Any) -> None:
 
 
 def _open_runtime(provider_url: str | None, connections: int) -> Any:
-    from writegate.graph.demo import open_demo
+    from writegate.surfaces.served import open_served
     from writegate.tools.demo.provider_http import HttpProvider
 
     url = provider_url or os.environ.get(PROVIDER_URL_ENV, "").strip() or None
     provider = HttpProvider(url) if url else None
-    return open_demo(database_url(), provider=provider, max_connections=connections)
+    return open_served(database_url(), provider=provider, max_connections=connections)
 
 
 def reconcile(
@@ -158,8 +158,11 @@ def escalations(
     what is known), then what the checks after a failover found (`kind` failover)."""
     from writegate.checkpoints.failover import list_failover_escalations
     from writegate.checkpoints.pool import open_pool
+    from writegate.checkpoints.schema import setup_database
 
-    pool = open_pool(database_url(), max_size=1)
+    url = database_url()
+    setup_database(url)  # a fresh database has no tables yet; this is idempotent
+    pool = open_pool(url, max_size=1)
     try:
         rows = list_escalations(pool, tenant_id=tenant, limit=limit)
         after = list_failover_escalations(pool, tenant_id=tenant, limit=limit)
@@ -219,8 +222,11 @@ def stats(
 ) -> None:
     """Duplicate requests, conflicts, unknown outcomes, backlog age, reconcile latency."""
     from writegate.checkpoints.pool import open_pool
+    from writegate.checkpoints.schema import setup_database
 
-    pool = open_pool(database_url(), max_size=1)
+    url = database_url()
+    setup_database(url)  # a fresh database has no tables yet; this is idempotent
+    pool = open_pool(url, max_size=1)
     try:
         if prometheus:
             from writegate.surfaces.metrics import prometheus_text
@@ -259,9 +265,12 @@ def purge_command(
 ) -> None:
     """Delete finished ledger rows past retention, leaving tombstones for their keys."""
     from writegate.checkpoints.pool import open_pool
+    from writegate.checkpoints.schema import setup_database
 
     policy = RetentionPolicy(days) if days is not None else RetentionPolicy.from_env()
-    pool = open_pool(database_url(), max_size=1)
+    url = database_url()
+    setup_database(url)  # a fresh database has no tables yet; this is idempotent
+    pool = open_pool(url, max_size=1)
     try:
         report = purge(pool, policy, batch=batch)
     finally:

@@ -66,7 +66,10 @@ class Settings:
     def policy(self) -> Policy:
         """The same versioned policy file as every other demo entry point (the demo's
         own, or WRITEGATE_POLICY_FILE's), so tokens agree."""
-        base = demo_policy()
+        return self.tune(demo_policy())
+
+    def tune(self, base: Policy) -> Policy:
+        """`base` with the proposal lifetime these settings ask for, if any."""
         if self.proposal_ttl_s is None:
             return base
         return replace(base, proposal_ttl=timedelta(seconds=self.proposal_ttl_s))
