@@ -3,7 +3,7 @@
 Everything that runs writegate (`Writegate`, the graph, the CLI, the HTTP and MCP
 servers, the reconciler) builds one `Runtime` over the tools it protects and shares its
 pool; LangGraph's Postgres checkpointer uses the same pool, so ledgers and checkpoints
-live in one database. Nothing here knows the demo: `graph/demo.py` opens a runtime over
+live in one database. Nothing here knows the demo: `demo/runtime.py` opens a runtime over
 the demo's tools.
 """
 

@@ -88,8 +88,8 @@ def open_served(
     if spec:
         registry = user_tools(spec)
     elif is_demo_database(url):
-        from writegate.graph.demo import open_demo
-        from writegate.tools.demo.policy import demo_policy
+        from writegate.demo.policy import demo_policy
+        from writegate.demo.runtime import open_demo
 
         return open_demo(
             url, policy=policy(demo_policy()), provider=provider, max_connections=max_connections

@@ -26,7 +26,7 @@ def db_setup() -> None:
     database, the demo's tables too. The database DATABASE_URL names is created first
     when it does not exist and your role may create databases."""
     from writegate.checkpoints.schema import setup_database
-    from writegate.graph.demo import setup_demo
+    from writegate.demo.runtime import setup_demo
     from writegate.surfaces.served import is_demo_database
     from writegate.surfaces.store import setup_service
 
@@ -47,8 +47,8 @@ def db_status() -> None:
 
     from writegate.checkpoints.migrate import RELEASE, migration_status
     from writegate.checkpoints.schema import CORE
+    from writegate.demo.schema import DEMO
     from writegate.surfaces.store.schema import SERVICE
-    from writegate.tools.demo.schema import DEMO
 
     url = database_url()
     try:
@@ -80,7 +80,7 @@ def _advice(applied: int, known: int) -> str:
 @db_app.command("seed")
 def db_seed() -> None:
     """The demo's data: its tables, tenant, users, orders and tickets (idempotent)."""
-    from writegate.tools.demo.seed import seed_demo
+    from writegate.demo.seed import seed_demo
 
     _with_connection(seed_demo)
     console.print(f"[green]ok[/green] {SEEDED}")
@@ -99,7 +99,7 @@ def db_reset(
     demo data: another tenant's orders, tickets or proposals, or demo-tenant orders and
     tickets that are not the seeded or demo-created ones.
     """
-    from writegate.tools.demo.seed import foreign_rows, reset_demo, seed_demo
+    from writegate.demo.seed import foreign_rows, reset_demo, seed_demo
 
     def reset(conn: Any) -> None:
         others = foreign_rows(conn)
@@ -126,7 +126,7 @@ def _end_orphans() -> int:
     from datetime import timedelta
 
     from writegate import Writegate
-    from writegate.tools.demo.seed import DEMO_TENANT
+    from writegate.demo.seed import DEMO_TENANT
 
     with Writegate.open(database_url(), tools=[]) as wg:
         return len(wg.end_orphaned("operator:db-reset", timedelta(0), DEMO_TENANT))
@@ -135,7 +135,7 @@ def _end_orphans() -> int:
 def _with_connection(work: Callable[[Any], None]) -> None:
     """Set the demo's tables up, then run `work` in one transaction on one connection."""
     from writegate.checkpoints.pool import open_pool
-    from writegate.graph.demo import setup_demo
+    from writegate.demo.runtime import setup_demo
 
     url = database_url()
     setup_demo(url)

@@ -49,8 +49,8 @@ def _print_json(value: Any) -> None:
 
 
 def _open_runtime(provider_url: str | None, connections: int) -> Any:
+    from writegate.demo.provider_http import HttpProvider
     from writegate.surfaces.served import open_served
-    from writegate.tools.demo.provider_http import HttpProvider
 
     url = provider_url or os.environ.get(PROVIDER_URL_ENV, "").strip() or None
     provider = HttpProvider(url) if url else None
@@ -88,7 +88,7 @@ def reconcile(
     lock = threading.Lock()
     left: dict[str, int] = {}
 
-    from writegate.tools.demo.step_kill import kill_hook_from_env
+    from writegate.demo.step_kill import kill_hook_from_env
 
     def work() -> None:
         hook = kill_hook_from_env()  # fault testing only
@@ -294,7 +294,7 @@ def provider_serve(
     ] = 5.0,
 ) -> None:
     """Run the payment provider simulator over HTTP (refund, lookup by key, faults)."""
-    from writegate.tools.demo.provider_http import serve
+    from writegate.demo.provider_http import serve
 
     def ready(url: str) -> None:
         print(f"listening on {url}", flush=True)

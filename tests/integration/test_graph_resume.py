@@ -35,7 +35,7 @@ from tests.integration.graph_helpers import (
     tool_messages,
 )
 from writegate.approval.errors import NotFound
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.runtime.wiring import Runtime
 
 AWAITING = ["awaiting_confirmation"]

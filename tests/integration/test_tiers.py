@@ -53,7 +53,7 @@ from writegate.approval.decisions import Confirm
 from writegate.approval.models import Identity, ProposalStatus
 from writegate.approval.policy import parse_policy
 from writegate.approval.service import ApprovalService, Confirmation
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.runtime.wiring import Runtime
 from writegate.surfaces.cli.common import console
 

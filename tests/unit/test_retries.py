@@ -25,7 +25,7 @@ from writegate.approval.models import ExecutionStatus, Identity
 from writegate.approval.retention import RetentionPolicy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.approval.spec import DownstreamResult
-from writegate.tools.demo.faults import FaultScript, parse_rule
+from writegate.demo.faults import FaultScript, parse_rule
 
 ALICE = Identity("alice", "t1")
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("label")

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 
 from tests.upgrade.old_release import DRIVER, Held, command, drive, release_python
 from tests.upgrade.releases import LAST_MAIN, PREVIOUS, Release
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.store import setup_service
 from writegate.surfaces.web import create_app
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from writegate.approval.errors import IdempotencyConflict, StateChanged
 from writegate.approval.models import Identity
-from writegate.tools.demo.tickets import (
+from writegate.demo.tickets import (
     INSERT_TICKET_SQL,
     NEW_TICKET_RESOURCE,
     NEXT_TICKET_NUMBER_SQL,

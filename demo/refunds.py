@@ -26,9 +26,9 @@ from writegate.approval.errors import (
     ValidationFailed,
 )
 from writegate.approval.models import Identity
-from writegate.tools.demo.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
-from writegate.tools.demo.orders import SELECT_ORDER_SQL, OrderId, order_view, own_order
-from writegate.tools.demo.provider import ProviderClient
+from writegate.demo.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
+from writegate.demo.orders import SELECT_ORDER_SQL, OrderId, order_view, own_order
+from writegate.demo.provider import ProviderClient
 from writegate.tools.kit import GuardedTool, write_tool
 from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
 

@@ -39,8 +39,8 @@ from writegate.approval.errors import (
     WritegateError,
     error_for_code,
 )
-from writegate.tools.demo.faults import FaultScript
-from writegate.tools.demo.provider import SimulatedProvider
+from writegate.demo.faults import FaultScript
+from writegate.demo.provider import SimulatedProvider
 
 REFUNDS = "/v1/refunds"
 _STATUS = {"temporarily_unavailable": 503, "rate_limited": 429, "upstream_timeout": 504}

@@ -1,4 +1,4 @@
-"""Support tickets: two reads (here) and the two writes (tools/demo/ticket_writes.py).
+"""Support tickets: two reads (here) and the two writes (demo/ticket_writes.py).
 
 Status moves along open -> in_progress -> resolved -> closed. Also allowed: open ->
 resolved (fixed at once), in_progress -> open (back to the queue) and resolved -> open

@@ -1,4 +1,4 @@
-"""Orders: the two reads, and what the refund (tools/demo/refunds.py) needs of an order.
+"""Orders: the two reads, and what the refund (demo/refunds.py) needs of an order.
 
 An order belongs to one user of one tenant; anyone else is told it does not exist.
 `order_view` adds the refundable balance and the display amounts to a row.
@@ -12,7 +12,7 @@ from pydantic import Field
 
 from writegate.approval.errors import NotFound
 from writegate.approval.models import Identity
-from writegate.tools.demo.money import format_minor
+from writegate.demo.money import format_minor
 from writegate.tools.kit import read_tool
 
 SELECT_ORDER_SQL = """

@@ -33,7 +33,7 @@ from writegate.approval.errors import (
     WritegateError,
 )
 from writegate.approval.models import Identity
-from writegate.tools.demo.tickets import TicketId, check_transition, own_ticket, ticket_view
+from writegate.demo.tickets import TicketId, check_transition, own_ticket, ticket_view
 from writegate.tools.kit import write_tool
 from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
 
