@@ -32,12 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from writegate.approval.errors import (
-    ExecutionFailed,
-    RateLimited,
-    TemporarilyUnavailable,
-    UpstreamTimeout,
-)
+from writegate import ExecutionFailed, RateLimited, TemporarilyUnavailable, UpstreamTimeout
 
 FAULTS_ENV = "WRITEGATE_PROVIDER_FAULTS"
 STEPS = frozenset(

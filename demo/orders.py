@@ -10,10 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from writegate.approval.errors import NotFound
-from writegate.approval.models import Identity
+from writegate import Identity, NotFound, read_tool
 from writegate.demo.money import format_minor
-from writegate.tools.kit import read_tool
 
 SELECT_ORDER_SQL = """
 SELECT order_id, currency, payable_minor, refunded_minor, shipping_address, version

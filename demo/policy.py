@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from writegate.approval.policy import Policy, load_policy
+from writegate import Policy
+from writegate.approval.policy import load_policy
 
 DEMO_POLICY_FILE = Path(__file__).with_name("policy.toml")
 

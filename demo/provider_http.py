@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from psycopg_pool import ConnectionPool
 
-from writegate.approval.errors import (
+from writegate import (
     RateLimited,
     TemporarilyUnavailable,
     UpstreamTimeout,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
-from writegate.approval.execution import RetryPolicy
+from writegate import RetryPolicy
 from writegate.checkpoints.database import resolve_database_url
 from writegate.checkpoints.migrate import apply_migrations
 from writegate.checkpoints.pool import Pool, open_pool
