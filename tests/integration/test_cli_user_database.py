@@ -183,3 +183,15 @@ def test_a_writegate_tools_that_names_nothing_is_one_line_and_changes_nothing(
     assert done.stderr.startswith(f"error: {TOOLS_ENV}='no_such_module:tools'"), done.stderr
     assert "Traceback" not in done.stderr
     assert dump(user_database) == before
+
+
+def test_the_commands_one_after_another_leave_the_users_own_tables_as_they_were(
+    user_database: str, before: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once writegate's own tables exist, the next command still sees a user's database."""
+    monkeypatch.setenv("DATABASE_URL", user_database)
+    for args in COMMANDS + COMMANDS:
+        done = CliRunner().invoke(command(), args, catch_exceptions=False)
+        assert done.exit_code == 0, (args, done.output)
+    assert dump(user_database) == before
+    assert demo_relations(user_database) == []
