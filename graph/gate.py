@@ -39,16 +39,11 @@ from writegate.approval.execution import AwaitingSecond
 from writegate.approval.models import Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import proposal_error
 from writegate.approval.service import Confirmation, Ended
+from writegate.approval.wire import approval_request, receipt_content, without_refusal_field
 from writegate.graph.identity import identity_of, thread_of
-from writegate.graph.messages import (
-    approval_request,
-    receipt_content,
-    tool_error,
-    tool_result,
-    without_refusal_field,
-)
+from writegate.graph.messages import tool_error, tool_result
 from writegate.graph.resolve import RESOLVE, RESOLVED, resolved_by_command
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 
 # A confirmed proposal is still editable: a node re-run after a crash replays the edit.
 _EDITABLE = (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED)

@@ -19,7 +19,7 @@ from typing import Any
 
 from writegate.approval.models import Proposal
 from writegate.graph.resolve import waited
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 
 ORPHANS_LIMIT = 1000
 # Younger than this, a proposal's question may not be checkpointed yet.

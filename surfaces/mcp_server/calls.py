@@ -28,7 +28,7 @@ from writegate.approval.models import Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import execution_outcome, proposal_error
 from writegate.approval.service import Confirmation, new_id
 from writegate.approval.spec import ToolSpec
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.mcp_server.tools import CLIENT_REQUEST_ID, execute_name
 
 # A confirmation tier with a second approver parks a confirmed proposal here (no token yet).

@@ -38,7 +38,7 @@ from writegate.approval.errors import (
 )
 from writegate.approval.models import DECIDABLE, Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import execution_outcome, proposal_error
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store.http_store import HttpStore
 from writegate.surfaces.web.amounts import minor_units
 from writegate.surfaces.web.errors import Refused, error_body, status_for

@@ -18,8 +18,8 @@ import pytest
 from tests.app_db import setup_app
 from writegate.bench import http_storm, replicas
 from writegate.bench.backlog import check, make_backlog
+from writegate.demo.seed import seed_demo
 from writegate.surfaces.store.keys import create_key
-from writegate.tools.demo.seed import seed_demo
 
 pytestmark = pytest.mark.skipif(
     not http_storm.available(), reason="needs the server extra (`writegate serve`)"

@@ -24,7 +24,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 
 from tests.app_db import setup_app
 from tests.integration.studio_helpers import langgraph_dev
-from writegate.tools.demo.seed import seed_demo
+from writegate.demo.seed import seed_demo
 
 pytestmark = pytest.mark.slow
 

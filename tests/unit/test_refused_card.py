@@ -9,7 +9,7 @@ from typing import Any
 
 from writegate.approval.errors import ValidationFailed
 from writegate.approval.models import Proposal, ProposalStatus
-from writegate.graph.messages import REFUSAL_FIELD, approval_request, without_refusal_field
+from writegate.approval.wire import REFUSAL_FIELD, approval_request, without_refusal_field
 
 REFUSED = ValidationFailed("amount_minor: Input should be a valid integer")
 

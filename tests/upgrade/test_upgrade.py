@@ -26,7 +26,7 @@ from fastapi.testclient import TestClient
 from tests.upgrade.old_release import DRIVER, Held, command, drive, release_python
 from tests.upgrade.releases import PREVIOUS, PREVIOUS_RELEASE, Release
 from writegate.checkpoints.schema import CORE
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.store import setup_service
 from writegate.surfaces.web import create_app
 

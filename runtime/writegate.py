@@ -51,8 +51,8 @@ from writegate.graph.build import build_graph
 from writegate.graph.identity import identity_of, thread_of
 from writegate.graph.nodes import LIBRARY_PROMPT
 from writegate.graph.orphans import ORPHAN_GRACE, orphaned
-from writegate.graph.runtime import Runtime
 from writegate.graph.tool_node import build_before_model, build_tool_node
+from writegate.runtime.wiring import Runtime
 from writegate.tools.kit import GuardedTool
 from writegate.tools.registry import Registry
 
