@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, sync_playwright
 from psycopg.rows import dict_row
 
 from tests.app_db import setup_app
@@ -89,6 +89,11 @@ def agent_chat_ui(browser: Browser, tmp_path_factory: pytest.TempPathFactory) ->
         yield url
 
 
+def field(page: Page, label: str) -> Locator:
+    """The text box both UIs draw for an argument, by the label they give it."""
+    return page.locator(f"xpath=//p[normalize-space()='{label}']/following-sibling::textarea[1]")
+
+
 class Ledger:
     """The demo's database as the tests read it, and the requester's SDK client."""
 
@@ -111,11 +116,15 @@ class Ledger:
         """A thread whose refund of `order_id` waits for its person; its id."""
         thread_id: str = self.client.threads.create()["thread_id"]
         text = f"Please refund {order_id} because the item arrived broken"
-        request = {"messages": [{"role": "user", "content": text}]}
+        request: Any = {"messages": [{"role": "user", "content": text}]}
         self.client.runs.wait(thread_id, "writegate", input=request)
         [question] = self.client.threads.get_state(thread_id)["interrupts"]
         assert question["value"]["args"]["order_id"] == order_id
         return thread_id
+
+    def messages(self, thread_id: str) -> list[dict[str, Any]]:
+        values: Any = self.client.threads.get_state(thread_id)["values"]
+        return list(values["messages"])
 
     def refunds(self, order_id: str) -> list[int]:
         return [r["amount_minor"] for r in self.rows(REFUNDS_SQL, order_id)]
