@@ -9,6 +9,7 @@ provider, the thread's proposals' statuses, the last audit row.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -47,11 +48,12 @@ def _list(agent_inbox: str) -> str:
     return f"{agent_inbox}/?agent_inbox=writegate&offset=0&limit=100&inbox=interrupted"
 
 
-def _open(page: Page, agent_inbox: str, order_id: str, thread_id: str) -> None:
-    """The interrupted list shows `order_id`'s refund; then its card, at the address a
-    click on the row sets (in this build the row's click does not navigate headless)."""
+def _open(page: Page, agent_inbox: str, order_id: str, thread_id: str, row: str = "") -> None:
+    """The interrupted list shows `order_id`'s refund (its row opens with `row`, by
+    default its title); then its card, at the address a click on the row sets (in this
+    build the row's click does not navigate headless)."""
     page.goto(_list(agent_inbox))
-    expect(page.get_by_text(f"Refund order {order_id}")).to_have_count(1)
+    expect(page.get_by_text(row or f"Refund order {order_id}")).to_have_count(1)
     page.goto("about:blank")  # the list rewrites its own address: leave it first
     page.goto(f"{_list(agent_inbox)}&view_state_thread_id={thread_id}")
     expect(page.get_by_text("Mark as Resolved")).to_be_visible()
@@ -147,5 +149,31 @@ def test_a_second_person_on_a_stale_card_changes_nothing(
         assert ledger.refunds(order_id) == [19900]
         second.goto(_list(agent_inbox))
         expect(second.get_by_text(f"Refund order {order_id}")).to_have_count(0)
+    row = ledger.audit(thread_id)
+    assert (row["event"], row["status"], row["user_id"]) == ("execute", "succeeded", "user_42")
+
+
+def test_a_refused_edit_is_in_sight_then_accept_runs_what_it_names(
+    person: Page, agent_inbox: str, ledger: Ledger
+) -> None:
+    order_id = ledger.new_order("ref")
+    thread_id = ledger.ask(order_id)
+    _open(person, agent_inbox, order_id, thread_id)
+    field(person, "Amount Minor").fill("99999")  # more than the order's ¥199.00
+    person.get_by_role("button", name="Submit", exact=True).click()
+    assert ledger.settled(thread_id, runs=2) == ["awaiting_confirmation"]
+    assert ledger.refunds(order_id) == []
+    # After Submit the card shows the new question: its last field, above Accept, says
+    # why, and reopened, the description beside the card opens with the refusal.
+    notice = field(person, "Your Answer Was Refused")
+    expect(notice).to_have_value(re.compile(r"\(validation_failed\)\. Nothing was changed"))
+    expect(notice).to_be_in_viewport(ratio=0.5)
+    refused = "Refused (validation_failed): refund of ¥999.99 exceeds"
+    _open(person, agent_inbox, order_id, thread_id, row=refused)  # the row says so too
+    expect(person.get_by_text(refused)).to_be_in_viewport()
+    expect(field(person, "Amount Minor")).to_have_value("19900")
+    person.get_by_role("button", name="Accept", exact=True).click()
+    assert ledger.settled(thread_id, runs=3) == ["executed"]
+    assert ledger.refunds(order_id) == [19900]
     row = ledger.audit(thread_id)
     assert (row["event"], row["status"], row["user_id"]) == ("execute", "succeeded", "user_42")
