@@ -121,7 +121,9 @@ def test_mark_as_resolved_leaves_it_to_the_operator(
     thread_id = ledger.ask(order_id)
     _open(person, agent_inbox, order_id, thread_id)
     person.get_by_role("button", name="Mark as Resolved").click()
-    expect(person.get_by_text("Ignored thread")).to_be_visible()  # the inbox's own toast
+    expect(
+        person.get_by_text("Ignored thread", exact=True)
+    ).to_be_visible()  # the inbox's own toast
     assert ledger.client.threads.get_state(thread_id)["interrupts"] == []
     assert ledger.statuses(thread_id) == ["awaiting_confirmation"]
     with Writegate.open(ledger.url, tools=[]) as wg:
