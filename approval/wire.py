@@ -89,10 +89,12 @@ def duration_text(span: timedelta) -> str:
     return " ".join(parts) or "0 seconds"
 
 
-# After a refused answer, the first field of the card Agent Chat UI draws from
-# `action_requests[0].args`: it shows a request's name and args up front, its
-# description only behind a button. Not an argument: an edit sent back from that
-# card carries it, and `without_refusal_field` drops it before the edit is read.
+# After a refused answer, the last field of the card Agent Chat UI draws from
+# `action_requests[0].args`, right above its Approve button: it shows a request's name
+# and args up front, its description only behind a button, and after an answer it keeps
+# to the card's bottom, where a first field is scrolled out of sight. Not an argument:
+# an edit sent back from that card carries it, and `without_refusal_field` drops it
+# before the edit is read.
 REFUSAL_FIELD = "your_answer_was_refused"
 
 
@@ -115,7 +117,7 @@ def refusal_notice(proposal: Proposal, error: WritegateError) -> str:
     shown = [f"{f.get('label') or f['name']} {f['display']}" for f in preview.get("fields", [])]
     runs = preview.get("title", proposal.operation) + (f" ({', '.join(shown)})" if shown else "")
     return (
-        f"{error.message} ({error.code}). Nothing was changed: the fields below are the "
+        f"{error.message} ({error.code}). Nothing was changed: the fields above are the "
         f"proposal as it stands, and Approve runs exactly this: {runs}."
     )
 
@@ -142,7 +144,7 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
     args = card_args(proposal)
     card = dict(args)
     if error is not None and REFUSAL_FIELD not in args:
-        card = {REFUSAL_FIELD: refusal_notice(proposal, error), **args}
+        card = {**args, REFUSAL_FIELD: refusal_notice(proposal, error)}
     value: ApprovalRequest = {
         "type": INTERRUPT_KIND,
         "proposal_id": proposal.proposal_id,
