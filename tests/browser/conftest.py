@@ -20,7 +20,7 @@ from tests.app_db import setup_app
 from tests.browser.ui_servers import AGENT_CHAT_UI, AGENT_INBOX, absent_reason, served_ui
 from tests.integration.studio_helpers import langgraph_dev
 from tests.system_packages import CHROMIUM, browser_missing
-from writegate.tools.demo.seed import seed_demo
+from writegate.demo.seed import seed_demo
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -45,7 +45,7 @@ ORDER_SQL = (
     "VALUES (%s, 'tenant_hz', 'user_42', 'CNY', 19900)"
 )
 WAIT_S = 60.0
-POSTGRES_CHECKPOINTER = {"path": "./graph/studio.py:postgres_checkpointer"}
+POSTGRES_CHECKPOINTER = {"path": "./demo/studio.py:postgres_checkpointer"}
 
 
 @pytest.fixture(scope="session")
