@@ -163,7 +163,7 @@ class Conversation:
                 answer,
                 asked_proposal_id=proposal.proposal_id,
                 presented=presented,
-                arg_schema=self.service.spec_for(proposal.operation).json_schema,
+                arg_schema=self.service.tools.get(proposal.operation).json_schema,
                 operation=proposal.operation,
             )
             outcome: Ran | Over | Ended | Proposal
