@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from writegate.approval.canonical import check_input, digest, to_rfc3339
+from writegate.approval.conversation import awaiting_second
 from writegate.approval.errors import (
     AlreadyConsumed,
     NotFound,
@@ -96,7 +97,7 @@ class Calls:
                 raise AlreadyConsumed(proposal_id=proposal.proposal_id)
             receipt = execution_outcome(execution).to_dict()
             return proposal, {**proposal_view(proposal), "status": "executed", "receipt": receipt}
-        if proposal.status.value == SECOND_APPROVAL:
+        if awaiting_second(proposal):
             return proposal, self.waiting_for_second(proposal)
         ended = proposal_error(proposal.status, proposal.proposal_id)
         if ended is not None:
