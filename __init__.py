@@ -70,13 +70,11 @@ if TYPE_CHECKING:
         AuditRow,
         ProposalView,
     )
-    from writegate.graph.identity import (
-        ServerUserFields,
-    )
     from writegate.graph.server_resume import (
         resume_requester,
     )
-    from writegate.graph.writegate import (
+    from writegate.runtime.wiring import ServerUserFields
+    from writegate.runtime.writegate import (
         Writegate,
     )
     from writegate.tools.kit import (
@@ -189,7 +187,7 @@ _WHERE = {
     "ReviewConfig": "writegate.approval.contract",
     "ScopeChanged": "writegate.approval.errors",
     "ScopeOf": "writegate.tools.kit_spec",
-    "ServerUserFields": "writegate.graph.identity",
+    "ServerUserFields": "writegate.runtime.wiring",
     "StateChanged": "writegate.approval.errors",
     "TemporarilyUnavailable": "writegate.approval.errors",
     "ToolPreview": "writegate.tools.kit_spec",
@@ -197,7 +195,7 @@ _WHERE = {
     "UpstreamTimeout": "writegate.approval.errors",
     "ValidationFailed": "writegate.approval.errors",
     "WriteToolOptions": "writegate.tools.kit",
-    "Writegate": "writegate.graph.writegate",
+    "Writegate": "writegate.runtime.writegate",
     "WritegateError": "writegate.approval.errors",
     "error_for_code": "writegate.approval.errors",
     "read_tool": "writegate.tools.kit",

@@ -84,7 +84,7 @@ class ActionRequest(TypedDict):
     """The tool (the card's title)."""
     args: dict[str, Any]
     """The arguments the card shows as fields, in the tool's order; after a refused
-    answer, a first field says why it was refused and what approving runs now."""
+    answer, a last field says why it was refused and what approving runs now."""
     arguments: dict[str, Any]
     """The same as `args`, under the key Agent Inbox reads for its card's fields."""
     description: str

@@ -3,7 +3,7 @@
 The rules are configuration, not code: a TOML file (`policy_default.toml` beside this
 module, or the file named by `WRITEGATE_POLICY_FILE`) that carries its own `version`.
 The shipped file is generic: it lists no application's operations (the demo's are in
-its own file, `tools/demo/policy.toml`).
+its own file, `demo/policy.toml`).
 The policy's version is that string plus a digest of the file's content, so changing
 the rules always changes the version. Every proposal and token records the version it
 was made under, so an approval can be re-judged when the policy changes. `Policy()`

@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres import PostgresSaver
 
-from writegate.graph.demo import DemoRuntime
+from writegate.demo.runtime import DemoRuntime
 
 
 class Recorder:

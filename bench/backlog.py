@@ -24,8 +24,8 @@ import psycopg
 from psycopg import sql
 
 from writegate.approval.canonical import digest, request_fingerprint
-from writegate.tools.demo.provider import request_digest
-from writegate.tools.demo.refunds import refund_id_for
+from writegate.demo.provider import request_digest
+from writegate.demo.refunds import refund_id_for
 
 TEMPLATE_SQL = """
 SELECT e.execution_id, e.proposal_id, e.token_hash, e.request_key, e.resource, e.args,

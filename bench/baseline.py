@@ -26,8 +26,8 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, interrupt
 
 from writegate.checkpoints.pool import Pool
-from writegate.tools.demo.provider import ProviderClient
-from writegate.tools.demo.refunds import INSERT_REFUND_SQL
+from writegate.demo.provider import ProviderClient
+from writegate.demo.refunds import INSERT_REFUND_SQL
 
 # writegate's reservation minus the version guard: the naive tool has no proposal-time
 # version to compare with.

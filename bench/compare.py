@@ -18,7 +18,7 @@ from writegate.bench.attribution import Recorder, breakdown, instrument_runtime,
 from writegate.bench.db import Orders
 from writegate.bench.stats import ratio_spread, summary_ms
 from writegate.bench.workload import Durability, GraphRunner, Kind
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 
 WARMUP = 5
 TARGET_RATIO = 1.20

@@ -20,8 +20,8 @@ from writegate.bench.counting import Tally, counting_connection_class
 from writegate.bench.db import BenchServer, Orders, disable_autovacuum, open_bench_pool
 from writegate.bench.workload import GraphRunner, ledger_op, token_ledger_op
 from writegate.checkpoints.pool import Pool
-from writegate.graph.demo import DemoRuntime, open_demo
-from writegate.tools.demo.provider import SimulatedProvider
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.runtime import DemoRuntime, open_demo
 
 TARGET_LEDGER_COMMITS = 3  # propose; decide + consume + claim; record
 # `ledger`: the confirm taken server-side (the graph's path); `ledger_token`: the

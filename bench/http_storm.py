@@ -40,8 +40,8 @@ from psycopg.rows import dict_row
 from writegate.bench.db import BenchServer
 from writegate.bench.replicas import ORDER_SQL, TENANT, USER, start_replicas, stop
 from writegate.bench.stats import summary_ms
+from writegate.demo.seed import seed_demo
 from writegate.surfaces.store.keys import create_key
-from writegate.tools.demo.seed import seed_demo
 
 REPLICAS = 2
 SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette")

@@ -27,9 +27,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from writegate.bench.baseline import refund_tool
 from writegate.checkpoints.pool import Pool
-from writegate.graph.demo import DemoRuntime
-from writegate.graph.writegate import Writegate
-from writegate.tools.demo.provider import ProviderClient
+from writegate.demo.provider import ProviderClient
+from writegate.demo.runtime import DemoRuntime
+from writegate.runtime.writegate import Writegate
 
 APPROVE = {"decisions": [{"type": "approve"}]}
 

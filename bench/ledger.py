@@ -19,7 +19,7 @@ import psycopg
 from writegate.bench.db import Orders, open_bench_pool
 from writegate.bench.stats import summary_ms
 from writegate.bench.workload import ledger_op
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 
 CONCURRENCY = (1, 4, 16)
 CREATE_PROBE_SQL = "CREATE TABLE IF NOT EXISTS bench_commit_probe (id bigserial PRIMARY KEY)"

@@ -20,7 +20,7 @@ from typing import Any
 from writegate.bench import langchain_hitl
 from writegate.bench.db import Orders
 from writegate.bench.workload import GraphRunner, Kind
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 
 WRITEGATE_ROOT = str(Path(__file__).resolve().parent.parent)
 # Checked in order: psycopg_pool before psycopg, langchain_core before langchain.

@@ -36,11 +36,11 @@ import httpx
 import psycopg
 
 from writegate.bench.backlog import check, make_backlog
-from writegate.graph.demo import setup_demo
+from writegate.demo.runtime import setup_demo
+from writegate.demo.seed import seed_demo
 from writegate.surfaces.store import setup_service
 from writegate.surfaces.store.keys import create_key
 from writegate.testing import database as throwaway
-from writegate.tools.demo.seed import seed_demo
 
 TENANT, USER = "tenant_hz", "user_42"
 ORDER_SQL = """

@@ -22,7 +22,7 @@ from psycopg.rows import DictRow
 from writegate.bench import scale_sql as q
 from writegate.bench.db import BenchServer, connect
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 
 SWEEP_BATCH = 1000
 PROBE_REPEAT = 30

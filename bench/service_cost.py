@@ -54,13 +54,13 @@ from writegate.bench.db import (
     disable_autovacuum,
     open_bench_pool,
 )
+from writegate.demo.seed import seed_demo
 from writegate.graph.build import build_graph
 from writegate.graph.model import build_chat_model
 from writegate.surfaces.store.keys import create_key, resolve_key
 from writegate.surfaces.web.inputs import ConfirmIn
 from writegate.surfaces.web.services import Services, Settings
 from writegate.surfaces.web.turns import start_turn
-from writegate.tools.demo.seed import seed_demo
 
 PATHS = ("http", "service", "library")
 TARGET_RATIO = 1.3

@@ -26,7 +26,7 @@ from typing import Any
 from writegate.bench.db import BenchServer, Orders, connect, disable_autovacuum, table_sizes
 from writegate.bench.stats import summary_ms
 from writegate.bench.workload import GraphRunner, Kind
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 
 THREAD_BYTES_SQL = """
 SELECT (SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM checkpoints c

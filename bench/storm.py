@@ -31,11 +31,11 @@ from writegate.bench.workload import IDENTITY, refund_args
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.pool import Pool
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
-from writegate.tools.demo.domain import default_registry
-from writegate.tools.demo.policy import demo_policy
-from writegate.tools.demo.provider import SimulatedProvider
+from writegate.demo.domain import default_registry
+from writegate.demo.policy import demo_policy
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.runtime import open_demo
+from writegate.runtime.wiring import Runtime
 
 EXECUTIONS_SQL = "SELECT count(*) AS n FROM writegate.executions WHERE proposal_id = %s"
 PROVIDER_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"

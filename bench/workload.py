@@ -29,8 +29,9 @@ from writegate.bench.langchain_hitl import (
     build_langchain_hitl,
     build_writegate_middleware,
 )
+from writegate.demo.prompt import DEMO_PROMPT
+from writegate.demo.runtime import DemoRuntime
 from writegate.graph.build import build_graph
-from writegate.graph.demo import DemoRuntime
 from writegate.graph.scripted import ScriptedChatModel
 
 Kind = Literal["baseline", "writegate", "langchain_hitl", "writegate_middleware"]
@@ -71,7 +72,9 @@ class GraphRunner:
         saver = checkpointer or runtime.checkpointer
         self.graph: CompiledStateGraph[Any, Any, Any, Any]
         if kind == "writegate":
-            self.graph = build_graph(runtime, model=self.model, checkpointer=saver)
+            self.graph = build_graph(
+                runtime, model=self.model, checkpointer=saver, system_prompt=DEMO_PROMPT
+            )
         elif kind == "writegate_middleware":
             self.graph = build_writegate_middleware(runtime, self.model, saver)
         elif kind == "langchain_hitl":

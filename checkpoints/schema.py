@@ -4,7 +4,7 @@ Everything here lives in writegate's schema (`checkpoints/namespace.py`): the le
 (proposals, tokens, executions, audit), the tombstones of purged operations, the
 questions that reached a client, the timelines the database has been on with the
 reconcilers' checks after each promotion, and the webhook outbox. Nothing else: the demo
-domain's tables are the demo's (`tools/demo/schema.py`), the HTTP service's are the
+domain's tables are the demo's (`demo/schema.py`), the HTTP service's are the
 service's (`surfaces/store`), and LangGraph's checkpoint tables are `PostgresSaver.setup()`'s.
 
 The position in `MIGRATIONS` (from 1) is the version; `checkpoints/migrate.py` records

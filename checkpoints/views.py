@@ -5,7 +5,7 @@ each. The surfaces show them; none of them writes a row.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from writegate.approval.models import Identity
@@ -16,6 +16,7 @@ from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.pool import Pool
 
 MAX_PROPOSALS = 1_000  # one page of a requester's proposals, at most
+MAX_THREADS = 1_000  # one page of `writegate threads`, at most
 
 
 def _proposal_key(row: dict[str, Any]) -> list[Any]:
@@ -69,11 +70,36 @@ class LedgerViews:
         rows = self._all(self.sql.SELECT_EXECUTIONS_FOR_SQL, (proposal_ids,))
         return {row["proposal_id"]: row["execution_id"] for row in rows}
 
-    def threads_with_pending(
-        self, *, user_id: str | None, tenant_id: str | None, limit: int
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Recent threads (from LangGraph's checkpoints) and the pending proposals, both
-        filtered by user and tenant."""
-        params = {"user_id": user_id, "tenant_id": tenant_id, "limit": limit}
-        listed = self._all(self.sql.LIST_CHECKPOINT_THREADS_SQL, params)
-        return listed, self._all(self.sql.PENDING_PROPOSALS_SQL, params)
+    def threads_page(
+        self, args: PageArgs, *, user_id: str | None, tenant_id: str | None
+    ) -> tuple[Page[dict[str, Any]], list[dict[str, Any]]]:
+        """A page of threads, `args.order` first by when each began (its first
+        checkpoint, or first proposal for a thread known only to the ledger by a pending
+        one), both filtered by user and tenant; and the pending proposals of those
+        threads."""
+        limit, key = args.checked("checkpoint_threads", MAX_THREADS)
+        params: dict[str, Any] = {"user_id": user_id, "tenant_id": tenant_id}
+        query = created_page(
+            self.sql.THREADS_PAGE_SQL, {}, {}, views_sql.THREADS_AFTER, args.order,
+            created_after(key), params,
+        )  # fmt: skip
+        page = args.page(
+            self._all(query, {**params, "limit": limit + 1}),
+            "checkpoint_threads",
+            lambda row: created_key(row["first_at"], row["thread_id"]),
+        )
+        ids = [row["thread_id"] for row in page]
+        pending = self._all(self.sql.PENDING_PROPOSALS_SQL, {**params, "thread_ids": ids})
+        return page, pending
+
+    def pending_page(
+        self, order: str, after: tuple[datetime, str] | None, limit: int, *,
+        older_than: timedelta, tenant_id: str | None,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """Up to `limit` pending proposals older than `older_than`, `order` first by when
+        each was proposed, after the `(created_at, proposal_id)` `after`."""
+        params: dict[str, Any] = {"older_than": older_than, "tenant_id": tenant_id}
+        query = created_page(
+            self.sql.PENDING_PAGE_SQL, {}, {}, views_sql.PENDING_AFTER, order, after, params
+        )
+        return self._all(query, {**params, "limit": limit})

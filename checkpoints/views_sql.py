@@ -45,29 +45,69 @@ SELECT_EXECUTIONS_FOR_SQL = """
 SELECT proposal_id, execution_id, status FROM writegate.executions
 WHERE proposal_id = ANY(%s)"""
 
-# Top-level checkpoints only (checkpoint_ns = ''): subgraph checkpoints are not threads.
-LIST_CHECKPOINT_THREADS_SQL = """
-SELECT thread_id,
-       max(metadata->>'user_id') AS user_id,
-       max(metadata->>'tenant_id') AS tenant_id,
-       count(*) AS checkpoints,
-       max(checkpoint->>'ts') AS updated_at
-FROM checkpoints
-WHERE checkpoint_ns = ''
-  AND (%(user_id)s::text IS NULL OR metadata->>'user_id' = %(user_id)s)
-  AND (%(tenant_id)s::text IS NULL OR metadata->>'tenant_id' = %(tenant_id)s)
-GROUP BY thread_id
-ORDER BY max(checkpoint->>'ts') DESC
-LIMIT %(limit)s
-"""
-# Pending (approval/models.py PENDING): a question open, or confirmed and not executed.
+# A page of threads: those checkpointed here (top-level checkpoints only, checkpoint_ns
+# = '': subgraph checkpoints are not threads) and those known only to the ledger, by a
+# pending proposal (made over HTTP or MCP). Keyset on `(first_at, thread_id)`: a
+# thread's first checkpoint, or its first proposal if that came earlier, a time that
+# never changes once the thread exists (its last activity does, so it is a column and
+# not the key). `{where}` only of THREADS_AFTER's fixed texts.
+THREADS_PAGE_SQL = f"""
+WITH checkpointed AS (
+    SELECT thread_id,
+           max(metadata->>'user_id') AS user_id,
+           max(metadata->>'tenant_id') AS tenant_id,
+           count(*) AS checkpoints,
+           min((checkpoint->>'ts')::timestamptz) AS first_at,
+           max((checkpoint->>'ts')::timestamptz) AS updated_at
+    FROM checkpoints
+    WHERE checkpoint_ns = ''
+      AND (%(user_id)s::text IS NULL OR metadata->>'user_id' = %(user_id)s)
+      AND (%(tenant_id)s::text IS NULL OR metadata->>'tenant_id' = %(tenant_id)s)
+    GROUP BY thread_id
+), ledger_only AS (
+    SELECT thread_id, max(subject) AS user_id, max(tenant_id) AS tenant_id,
+           0::bigint AS checkpoints, NULL::timestamptz AS first_at,
+           NULL::timestamptz AS updated_at
+    FROM writegate.proposals
+    WHERE status IN ({PENDING_SQL})
+      AND (%(user_id)s::text IS NULL OR subject = %(user_id)s)
+      AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
+      AND thread_id NOT IN (SELECT thread_id FROM checkpointed)
+    GROUP BY thread_id
+), threads AS (
+    SELECT thread_id, user_id, tenant_id, checkpoints, updated_at,
+           least(first_at, (SELECT min(p.created_at) FROM writegate.proposals p
+                            WHERE p.thread_id = known.thread_id)) AS first_at
+    FROM (SELECT * FROM checkpointed UNION ALL SELECT * FROM ledger_only) AS known
+)
+SELECT thread_id, user_id, tenant_id, checkpoints, updated_at, first_at
+FROM threads
+WHERE true{{where}}
+ORDER BY first_at {{direction}}, thread_id {{direction}}
+LIMIT %(limit)s"""
+THREADS_AFTER = after_created("thread_id", at="first_at")
+
+# Pending (approval/models.py PENDING): a question open, or confirmed and not executed;
+# those of the threads on a page.
 PENDING_PROPOSALS_SQL = f"""
 SELECT proposal_id, thread_id, subject, tenant_id, operation, status, preview,
        expires_at, expires_at <= now() AS expired, created_at
 FROM writegate.proposals
 WHERE status IN ({PENDING_SQL})
+  AND thread_id = ANY(%(thread_ids)s)
   AND (%(user_id)s::text IS NULL OR subject = %(user_id)s)
   AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
-ORDER BY created_at
-LIMIT %(limit)s
+ORDER BY created_at, proposal_id
 """
+
+# A page of pending proposals older than `%(older_than)s` (of a tenant, or all), keyset
+# on (created_at, proposal_id): the ones `writegate orphans` judges against their thread.
+PENDING_PAGE_SQL = f"""
+SELECT proposal_id, thread_id, created_at
+FROM writegate.proposals
+WHERE status IN ({PENDING_SQL})
+  AND created_at <= now() - %(older_than)s
+  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s){{where}}
+ORDER BY created_at {{direction}}, proposal_id {{direction}}
+LIMIT %(limit)s"""
+PENDING_AFTER = after_created("proposal_id")

@@ -24,9 +24,8 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from writegate.graph.gate import ToolCallGate
-from writegate.graph.model import build_chat_model
-from writegate.graph.nodes import SYSTEM_PROMPT, Nodes
-from writegate.graph.runtime import Runtime
+from writegate.graph.nodes import LIBRARY_PROMPT, Nodes
+from writegate.runtime.wiring import Runtime
 
 
 def build_graph(
@@ -34,11 +33,15 @@ def build_graph(
     *,
     model: Runnable[Any, Any] | None = None,
     checkpointer: BaseCheckpointSaver[Any] | bool | None = None,
-    system_prompt: str = SYSTEM_PROMPT,
+    system_prompt: str = LIBRARY_PROMPT,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the graph. Pass `checkpointer=runtime.checkpointer` for durable threads;
-    leave it None under LangGraph Server, which supplies its own."""
-    model = model or build_chat_model(runtime.registry.openai_tools())
+    leave it None under LangGraph Server, which supplies its own. Without `model`, the
+    one the environment configures (`graph/model.py`), loaded only then."""
+    if model is None:
+        from writegate.graph.model import build_chat_model
+
+        model = build_chat_model(runtime.registry.openai_tools())
     nodes = Nodes(runtime, model, system_prompt)
     builder: Any = StateGraph(MessagesState)  # branch nodes take Send payloads
     builder.add_node("agent", nodes.agent)

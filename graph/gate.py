@@ -16,7 +16,6 @@ question nobody has seen.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any, TypedDict
 
@@ -27,44 +26,14 @@ from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 
 from writegate.approval.contract import ApprovalRequest
-from writegate.approval.decisions import Cancel, Confirm, Edit, parse_decision
-from writegate.approval.errors import (
-    Cancelled,
-    ForeignCall,
-    ProposalNotPending,
-    WritegateError,
-    is_database_outage,
-)
-from writegate.approval.execution import AwaitingSecond
-from writegate.approval.models import Identity, Proposal, ProposalStatus
-from writegate.approval.outcomes import proposal_error
-from writegate.approval.service import Confirmation, Ended
+from writegate.approval.conversation import Ask, Conversation, Over, Ran
+from writegate.approval.errors import ForeignCall, WritegateError
+from writegate.approval.models import Identity, Proposal
+from writegate.approval.wire import approval_request, receipt_content, without_refusal_field
 from writegate.graph.identity import identity_of, thread_of
-from writegate.graph.messages import (
-    approval_request,
-    receipt_content,
-    tool_error,
-    tool_result,
-    without_refusal_field,
-)
+from writegate.graph.messages import tool_error, tool_result
 from writegate.graph.resolve import RESOLVE, RESOLVED, resolved_by_command
-from writegate.graph.runtime import Runtime
-
-# A confirmed proposal is still editable: a node re-run after a crash replays the edit.
-_EDITABLE = (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED)
-# Answers after which the question is over: report, do not ask again.
-_FINAL_CODES = ("proposal_expired", "proposal_not_pending", "already_consumed", "policy_changed")
-# A confirm refused for what the person can fix in their answer: the same question stands.
-_ASK_AGAIN = ("invalid_decision", "retype_mismatch")
-_AWAITING_SECOND = {
-    "what": "second_approval",
-    "message": "You confirmed; an approver of your tenant must approve this exact preview. "
-    "Their approval runs it; this question then resolves with its receipt.",
-}
-
-
-def _approved_by_second(proposal: Proposal) -> bool:
-    return proposal.status is ProposalStatus.CONFIRMED and proposal.second_approver is not None
+from writegate.runtime.wiring import Runtime
 
 
 class WriteState(TypedDict, total=False):
@@ -81,6 +50,7 @@ class ToolCallGate:
 
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
+        self.talk = Conversation(runtime.service, runtime.executor)
 
     def run(
         self, call: dict[str, Any], config: RunnableConfig, message_id: str | None = None
@@ -122,7 +92,8 @@ class ToolCallGate:
         return {"proposal_id": proposal.proposal_id, "proposal": proposal}
 
     def approval(self, state: WriteState, config: RunnableConfig) -> dict[str, Any]:
-        """Ask, and keep asking until a valid structured decision for this proposal.
+        """Ask, and keep asking until a valid structured decision for this proposal
+        (the rules: approval/conversation.py).
 
         Before `interrupt()` this node only reads. A refused answer (free text, another
         proposal's id, an answer naming no proposal to a question nobody was shown yet)
@@ -132,97 +103,31 @@ class ToolCallGate:
         proposal = state.get("proposal") or self.rt.service.get_proposal(
             identity, state["proposal_id"]
         )
-        error: WritegateError | None = None
         # LangGraph matches answers to this node's interrupts by their order.
         where = (thread_of(config), str(config.get("configurable", {}).get("checkpoint_ns", "")))
         index = -1
-        while True:
-            if proposal.status is ProposalStatus.EXECUTED or _approved_by_second(proposal):
-                # A re-run after the execution (the second approval runs it), or after an
-                # approval whose run has not happened: the one run's receipt, never a question.
-                return self._confirmed(call, identity, proposal)
-            ended = proposal_error(proposal.status, proposal.proposal_id, proposal.decision_reason)
-            if ended is not None and proposal.status is not ProposalStatus.SUPERSEDED:
-                return self._finish(call, ended)
-            request = approval_request(proposal, error)
-            if proposal.status is ProposalStatus.AWAITING_SECOND:
-                request["awaiting"] = dict(_AWAITING_SECOND)  # the same question, one step on
+        step = self.talk.start(identity, proposal, call["name"])
+        while isinstance(step, Ask):
+            asked = step.proposal
+            request = approval_request(asked, step.refused)
+            if step.note is not None:
+                request["awaiting"] = step.note  # the same question, one step on
             index += 1
-            question = (*where, index, proposal.proposal_id)
-            answer = without_refusal_field(self._ask(request, question, config), proposal.args)
+            question = (*where, index, asked.proposal_id)
+            answer = without_refusal_field(self._ask(request, question, config), asked.args)
             if answer == RESOLVE:
-                return self._resolve(call, identity, proposal)
-            try:
-                decision = parse_decision(
-                    answer,
-                    asked_proposal_id=proposal.proposal_id,
-                    presented=partial(self.rt.presented.was_presented, *question),
-                    arg_schema=self.rt.registry.get(proposal.operation).json_schema,
-                    operation=proposal.operation,
-                )
-                if isinstance(decision, Confirm):
-                    # Asked again after this answer: it was refused then, and audited.
-                    (thread, ns, at, pid) = question
-                    again = partial(self.rt.presented.was_presented, thread, ns, at + 1, pid)
-                    confirmed = self._confirm(call, identity, decision, again)
-                    if not isinstance(confirmed, Proposal):
-                        return confirmed
-                    proposal, error = confirmed, None  # awaiting its second approver
-                    continue
-                outcome = self._decide(identity, proposal, decision)
-            except WritegateError as exc:
-                if exc.code in _FINAL_CODES:
-                    return self._finish(call, exc)
-                error = exc  # ask again, showing why the answer was refused
-                continue
-            if isinstance(outcome, Ended):
-                ended_as = outcome.proposal
-                return self._finish(
-                    call,
-                    proposal_error(ended_as.status, ended_as.proposal_id, ended_as.decision_reason),
-                )
-            proposal, error = outcome, None  # an edit: a new proposal, a fresh preview
-
-    def _confirm(
-        self,
-        call: dict[str, Any],
-        identity: Identity,
-        decision: Confirm,
-        replayed: Callable[[], bool],
-    ) -> dict[str, Any] | Proposal:
-        """Decide and execute in one chain (approval/execution.py): the call's message,
-        or the proposal now awaiting its second approver (the same question, one step
-        on). A confirm that cannot run (the record moved, the policy changed, it ran
-        already) ends the question and tells the model why; one the person can fix in
-        their answer (a mistyped field), or that met the database away (nothing of it
-        committed, or its answer was lost: a second confirm finds out which), raises, and
-        the same question stands."""
-        try:
-            done = self.rt.executor.confirm(identity, decision, call["name"], replayed=replayed)
-        except WritegateError as exc:
-            if is_database_outage(exc) or exc.code in _ASK_AGAIN:
-                raise
-            return self._finish(call, exc)
-        if isinstance(done, AwaitingSecond):
-            return done.proposal
-        return {"messages": [tool_result(call["id"], call["name"], receipt_content(done))]}
-
-    def _confirmed(
-        self, call: dict[str, Any], identity: Identity, proposal: Proposal
-    ) -> dict[str, Any]:
-        """A node re-run after its execution: the one execution's receipt, or where it
-        stands, never a second run."""
-        again = Confirm(action="confirm", proposal_id=proposal.proposal_id)
-        try:
-            done = self.rt.executor.confirm(identity, again, call["name"])
-        except WritegateError as exc:
-            if is_database_outage(exc):
-                # Not an answer for the model: the run stops here, the thread keeps its
-                # last checkpoint, and invoking it again re-runs this node (idempotent).
-                raise
-            return self._finish(call, exc)
-        assert not isinstance(done, AwaitingSecond)  # it was executed
-        return {"messages": [tool_result(call["id"], call["name"], receipt_content(done))]}
+                return self._resolve(call, identity, asked)
+            # Asked again after this answer: it was refused then, and audited.
+            again = (*where, index + 1, asked.proposal_id)
+            step = self.talk.answer(
+                identity,
+                step,
+                answer,
+                operation=call["name"],
+                presented=partial(self.rt.presented.was_presented, *question),
+                replayed=partial(self.rt.presented.was_presented, *again),
+            )
+        return {"messages": [_message(call, step)]}
 
     def _ask(
         self,
@@ -244,44 +149,20 @@ class ToolCallGate:
     ) -> dict[str, Any]:
         """The thread was marked resolved: cancel this question's proposal (the latest
         of its edits: a forked run asks from the first), end the turn."""
-        while proposal.superseded_by:
-            proposal = self.rt.service.get_proposal(identity, proposal.superseded_by)
-        exc: WritegateError = Cancelled(
-            "the user marked the conversation resolved without deciding; do not retry it",
-            proposal_id=proposal.proposal_id,
-            state=ProposalStatus.CANCELLED.value,
+        why = "the user marked the conversation resolved without deciding; do not retry it"
+        message = tool_error(
+            call["id"], call["name"], self.talk.resolve(identity, proposal, why).error
         )
-        try:
-            self.rt.service.decide(
-                identity, Cancel(action="cancel", proposal_id=proposal.proposal_id)
-            )
-        except WritegateError as refused:  # it ended some other way meanwhile: say which
-            exc = refused
-        message = tool_error(call["id"], call["name"], exc)
         message.artifact = RESOLVED
         return {"messages": [message]}
 
-    def _decide(self, identity: Identity, proposal: Proposal, decision: Any) -> Ended | Proposal:
-        """Decline, cancel or edit; a node re-run after an edit finds the edit already
-        made and reuses it."""
-        if isinstance(decision, Edit) and proposal.status is ProposalStatus.SUPERSEDED:
-            return self.rt.service.get_proposal(identity, proposal.superseded_by or "")
-        if (
-            isinstance(decision, Edit)
-            and proposal.status in _EDITABLE
-            and self.rt.service.edit_changes_nothing(proposal, decision.args)
-        ):
-            return proposal
-        outcome = self.rt.service.decide(identity, decision)
-        assert not isinstance(outcome, Confirmation)  # a confirm goes to the executor
-        return outcome
 
-    @staticmethod
-    def _finish(call: dict[str, Any], exc: WritegateError | None) -> dict[str, Any]:
-        """The call's message when nothing (more) runs: why, or the first receipt of a
-        confirm answered twice."""
-        exc = exc or ProposalNotPending()
-        first = exc.details.get("receipt")
-        if exc.code == "already_consumed" and first:
-            return {"messages": [tool_result(call["id"], call["name"], {**first})]}
-        return {"messages": [tool_error(call["id"], call["name"], exc)]}
+def _message(call: dict[str, Any], step: Ran | Over) -> ToolMessage:
+    """The call's message when the question is over: the receipt, the first receipt of
+    a confirm answered twice, or why nothing ran."""
+    if isinstance(step, Ran):
+        return tool_result(call["id"], call["name"], receipt_content(step.receipt))
+    first = step.first_receipt
+    if first is not None:
+        return tool_result(call["id"], call["name"], first)
+    return tool_error(call["id"], call["name"], step.error)

@@ -21,7 +21,6 @@ that is whatever the client sent: whoever reaches the server can act as anyone.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -29,25 +28,11 @@ from langgraph.config import CONFIG_KEY_RUNTIME
 
 from writegate.approval.errors import IdentityConflict, MissingIdentity
 from writegate.approval.models import Identity
+from writegate.runtime.wiring import ServerUserFields
 
 _KEYS = ("user_id", "tenant_id", "roles", "trust")
 SERVER_USER = "langgraph_auth_user"  # set by LangGraph Server; clients cannot set it
 SERVER_USER_ID = "langgraph_auth_user_id"
-
-
-@dataclass(frozen=True)
-class ServerUserFields:
-    """Which fields of LangGraph Server's authenticated user say who acts.
-
-    Each names a field of the user your auth handler returns (a key of its dict, or an
-    attribute). `roles` or `trust` set to None: the server user gives none (no roles;
-    the policy's default trust), and the client may not give any either.
-    """
-
-    user: str = "identity"
-    tenant: str = "tenant_id"
-    roles: str | None = "roles"
-    trust: str | None = "trust"
 
 
 def _context_of(config: RunnableConfig) -> dict[str, Any]:

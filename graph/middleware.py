@@ -14,7 +14,7 @@ turn, are refused by the tool node's own rule (graph/turn.py). Around each model
 the run's identity is checked (the run fails before the model runs without one) and
 writes reconciled since the last turn are reported to the model once.
 
-This module imports LangChain (the `[langchain]` extra); `writegate.graph.writegate`
+This module imports LangChain (the `[langchain]` extra); `writegate.runtime.writegate`
 imports it only when `middleware()` is called.
 """
 
@@ -46,10 +46,10 @@ from writegate.graph.identity import identity_of
 from writegate.graph.messages import tool_error
 from writegate.graph.nodes import CallNodes
 from writegate.graph.resolve import ends_turn
-from writegate.graph.runtime import Runtime
 from writegate.graph.settled import awaiting_news, settled_updates
 from writegate.graph.turn import turn_refusal, turn_refusals
 from writegate.graph.unanswered import Unanswered, with_answers
+from writegate.runtime.wiring import Runtime
 from writegate.tools.kit import GuardedTool
 from writegate.tools.registry import openai_function
 

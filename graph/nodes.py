@@ -19,29 +19,14 @@ from writegate.approval.errors import ValidationFailed, WritegateError
 from writegate.graph.identity import MissingIdentity, identity_of, thread_of
 from writegate.graph.messages import tool_error, tool_result
 from writegate.graph.resolve import ends_turn
-from writegate.graph.runtime import Runtime
 from writegate.graph.settled import awaiting_news, settled_updates
 from writegate.graph.turn import SHARED_ID, turn_refusal, turn_refusals
 from writegate.graph.unanswered import Unanswered
+from writegate.runtime.wiring import Runtime
 
 __all__ = ["CallNodes", "MissingIdentity", "Nodes", "identity_of", "thread_of"]
 
-SYSTEM_PROMPT = (
-    "You are a support assistant with tools. Read tools answer at once. Write tools "
-    "(refund_order, create_ticket, update_ticket, close_tickets) only PROPOSE a change: a "
-    "person sees an "
-    "exact preview and decides. A write's result tells you what really happened: a "
-    "receipt with status 'succeeded', or an error code such as declined, cancelled, "
-    "revoked, proposal_expired or outcome_unknown. Never claim a write happened without a "
-    "receipt, and never re-propose something the user declined, an approver revoked, or "
-    "that is being reconciled (outcome_unknown, in_progress, temporarily_unavailable, "
-    "rate_limited, upstream_timeout: a later note gives its final result); "
-    "policy_changed or scope_changed mean: propose it again. "
-    "Amounts are integers in minor units with an explicit currency; if the currency is "
-    "unclear, ask."
-)
-
-# The same rules for anyone's tools, without naming the demo's.
+# The rules of a write's outcome, for anyone's tools (the demo has its own prompt).
 LIBRARY_PROMPT = (
     "You are an assistant with tools. Read tools answer at once. Write tools only PROPOSE "
     "a change: a person sees an exact preview and decides. A write's result tells you what "
@@ -144,7 +129,7 @@ class Nodes(CallNodes):
     """The agent graph's nodes: the model, plus the tool calls it makes."""
 
     def __init__(
-        self, runtime: Runtime, model: Runnable[Any, Any], system_prompt: str = SYSTEM_PROMPT
+        self, runtime: Runtime, model: Runnable[Any, Any], system_prompt: str = LIBRARY_PROMPT
     ) -> None:
         super().__init__(runtime)
         self.model = model

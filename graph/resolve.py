@@ -43,7 +43,7 @@ from langgraph._internal._constants import (
 )
 from langgraph.graph import END
 
-from writegate.graph.messages import INTERRUPT_KIND
+from writegate.approval.wire import INTERRUPT_KIND
 
 # The answer each pending question gets; the branch marks its ToolMessage with RESOLVED.
 RESOLVE = {"type": "writegate.resolve"}

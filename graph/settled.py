@@ -19,7 +19,7 @@ from writegate.approval.errors import UNSETTLED_CODES, WritegateError
 from writegate.approval.models import Identity
 from writegate.approval.reconcile import receipt_for
 from writegate.approval.store import LedgerStore
-from writegate.graph.messages import dumps, error_content, receipt_content
+from writegate.approval.wire import dumps, error_content, receipt_content
 
 MARK = "writegate_settled"  # additional_kwargs key naming the execution reported
 

@@ -19,9 +19,9 @@ from langgraph.graph.state import CompiledStateGraph
 from writegate.graph.gate import ToolCallGate
 from writegate.graph.identity import identity_of
 from writegate.graph.nodes import CallNodes
-from writegate.graph.runtime import Runtime
 from writegate.graph.settled import awaiting_news, settled_updates
 from writegate.graph.unanswered import Unanswered
+from writegate.runtime.wiring import Runtime
 
 
 def build_tool_node(

@@ -35,9 +35,10 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from writegate.approval.errors import ForeignCall, WritegateError
 from writegate.approval.unanswered import close_client_answered, close_unanswered, closed
+from writegate.approval.wire import receipt_content
 from writegate.graph.identity import identity_of, thread_of
-from writegate.graph.messages import receipt_content, tool_error, tool_result
-from writegate.graph.runtime import Runtime
+from writegate.graph.messages import tool_error, tool_result
+from writegate.runtime.wiring import Runtime
 
 
 def unanswered_calls(messages: Sequence[AnyMessage]) -> dict[int, list[dict[str, Any]]]:

@@ -8,7 +8,7 @@ from typing import Any
 from writegate.approval.models import Identity
 from writegate.approval.service import Policy
 from writegate.checkpoints.ops import ledger_stats
-from writegate.graph.writegate import Writegate, spec_of
+from writegate.runtime.writegate import Writegate, spec_of
 from writegate.testing.harness import KIT_RETRY, Harness
 from writegate.testing.recorder import FaultHook, Recorder
 from writegate.testing.report import Outcome, Report, Scenario, ScenarioResult, run_scenario

@@ -21,7 +21,7 @@ from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.models import Identity, Proposal, Receipt
 from writegate.approval.reconcile import ReconcilePolicy, Settled
 from writegate.approval.service import ApprovalService, Confirmation
-from writegate.graph.writegate import Writegate
+from writegate.runtime.writegate import Writegate
 from writegate.testing.recorder import Fault, FaultHook, Recorder
 from writegate.testing.report import Violation, expect
 

@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import Identity
-from writegate.graph.writegate import Writegate, spec_of
+from writegate.runtime.writegate import Writegate, spec_of
 from writegate.testing.check import DEFAULT_IDENTITY, Args
 from writegate.testing.harness import run_config, smallest_graph
 from writegate.testing.recorder import Recorder

@@ -1,8 +1,8 @@
 """The tool kit: `write_tool` and `read_tool` declare anyone's tool for writegate, with
 its side effect and how to validate, preview and run one operation; the approval
-protocol in `approval/` decides when. The demo domain built with the kit (orders,
-refunds, tickets, the payment provider) lives apart, in `tools/demo`, and never loads
-with the kit. This package imports `approval` only (the demo: also `checkpoints`).
+protocol in `approval/` decides when. The demo built with the kit (orders, refunds,
+tickets, the payment provider) is an application of its own, in `demo/`. This package
+imports `approval` only.
 """
 
 if __name__ != "writegate.tools":  # the repository root is the package `writegate`

@@ -28,7 +28,7 @@ from writegate.surfaces.cli.common import console, database_url
 from writegate.surfaces.cli.terminal import inert, markup_safe
 
 if TYPE_CHECKING:  # the runtime brings the agent; it loads when a command runs
-    from writegate.graph.runtime import Runtime
+    from writegate.runtime.wiring import Runtime
 
 User = Annotated[str, typer.Option("--user", help="Who you are (user id).")]
 Tenant = Annotated[str, typer.Option("--tenant", help="Your tenant id.")]
@@ -57,10 +57,10 @@ def _identity(user: str, tenant: str, roles: list[str] | None) -> Identity:
 @contextmanager
 def _runtime() -> Iterator[Runtime]:
     """A runtime whose refusals print as a structured error and exit 1, never a trace."""
-    from writegate.graph.demo import open_demo
     from writegate.surfaces.cli.render import error_panel
+    from writegate.surfaces.served import open_served
 
-    runtime = open_demo(database_url())
+    runtime = open_served(database_url())
     try:
         yield runtime
     except WritegateError as exc:
@@ -89,7 +89,7 @@ def confirmation_table(proposal: Proposal) -> Table:
 
 
 def _show(proposal: Proposal) -> None:
-    from writegate.graph.messages import approval_request
+    from writegate.approval.wire import approval_request
     from writegate.surfaces.cli.render import preview_table
 
     console.print(preview_table(approval_request(proposal)))

@@ -27,6 +27,7 @@ from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threa
 from writegate.surfaces.cli.common import err_console
 from writegate.surfaces.cli.extras import MissingExtra
 from writegate.surfaces.cli.terminal import markup_safe
+from writegate.surfaces.served import ToolsNotFound
 
 Register = Callable[[typer.Typer], None]
 
@@ -83,7 +84,14 @@ def run(app: typer.Typer) -> None:
     configure_from_env()  # tracing, only if OTEL_TRACES_EXPORTER asks for it
     try:
         app()
-    except (DatabaseUnavailable, MigrationError, MissingExtra, PolicyError, WritegateError) as exc:
+    except (
+        DatabaseUnavailable,
+        MigrationError,
+        MissingExtra,
+        PolicyError,
+        ToolsNotFound,
+        WritegateError,
+    ) as exc:
         # escaped: a policy error names tables such as [points], which are not markup
         err_console.print(f"[red]error:[/red] {markup_safe(exc)}", soft_wrap=True)
         raise SystemExit(2) from exc

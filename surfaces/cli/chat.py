@@ -26,7 +26,7 @@ def chat(
         "tenant_hz"
     ),
 ) -> None:
-    """Chat with the agent on a durable thread; approvals get an explicit prompt."""
+    """The demo's agent, in a chat on a durable thread; approvals get an explicit prompt."""
     from writegate.surfaces.cli.chat_loop import run_chat
 
     run_chat(thread, user, tenant)

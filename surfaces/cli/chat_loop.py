@@ -21,10 +21,18 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command, Interrupt
 
 from writegate.approval.canonical import CanonicalizationError, check_input
+from writegate.demo.money import (
+    CURRENCIES,
+    AmountError,
+    format_major,
+    format_minor,
+    parse_major,
+)
+from writegate.demo.prompt import DEMO_PROMPT
+from writegate.demo.runtime import open_demo
 from writegate.graph.build import build_graph
-from writegate.graph.demo import open_demo
 from writegate.graph.model import describe_model
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import (
     error_panel,
@@ -34,13 +42,6 @@ from writegate.surfaces.cli.render import (
     reported_errors,
 )
 from writegate.surfaces.cli.terminal import markup_safe
-from writegate.tools.demo.money import (
-    CURRENCIES,
-    AmountError,
-    format_major,
-    format_minor,
-    parse_major,
-)
 
 DECISIONS = ("confirm", "decline", "cancel", "edit", "later")
 QUIT = ("/quit", "/exit")
@@ -58,7 +59,7 @@ def run_chat(thread: str | None, user: str, tenant: str) -> None:
         runtime = open_demo(url)
     with runtime:
         _offer_demo_data(runtime, tenant)
-        graph = build_graph(runtime, checkpointer=runtime.checkpointer)
+        graph = build_graph(runtime, checkpointer=runtime.checkpointer, system_prompt=DEMO_PROMPT)
         config: Any = {"configurable": {"thread_id": thread_id, "user_id": user,
                                         "tenant_id": tenant}}  # fmt: skip
         shown_thread, who = markup_safe(thread_id), markup_safe(f"{user} in {tenant}")
@@ -73,7 +74,7 @@ def run_chat(thread: str | None, user: str, tenant: str) -> None:
 
 def _offer_demo_data(runtime: Runtime, tenant: str) -> None:
     """Seed the demo tenant on first use of an empty database, else say how to."""
-    from writegate.tools.demo.seed import DEMO_TENANT, foreign_rows, has_demo_data, seed_demo
+    from writegate.demo.seed import DEMO_TENANT, foreign_rows, has_demo_data, seed_demo
 
     if tenant != DEMO_TENANT:
         return

@@ -21,15 +21,20 @@ db_app = typer.Typer(help="Create and fill the database.", no_args_is_help=True)
 
 @db_app.command("setup")
 def db_setup() -> None:
-    """Create or migrate the tables: writegate's, LangGraph's checkpoints, the HTTP
-    service's and the demo's (safe to re-run). The database DATABASE_URL names is
-    created first when it does not exist and your role may create databases."""
-    from writegate.graph.demo import setup_demo
+    """Create or migrate writegate's own tables: its ledger, LangGraph's checkpoints and
+    the HTTP service's, each in writegate's schema (safe to re-run); on the demo's
+    database, the demo's tables too. The database DATABASE_URL names is created first
+    when it does not exist and your role may create databases."""
+    from writegate.checkpoints.schema import setup_database
+    from writegate.demo.runtime import setup_demo
+    from writegate.surfaces.served import is_demo_database
     from writegate.surfaces.store import setup_service
 
     url = database_url(create=True)
     with console.status(f"Setting up {describe_database(url)} ..."):
-        setup_demo(url)
+        setup_database(url)
+        if is_demo_database(url):
+            setup_demo(url)
         setup_service(url)
     console.print(f"[green]ok[/green] tables ready on {describe_database(url)}")
 
@@ -42,8 +47,8 @@ def db_status() -> None:
 
     from writegate.checkpoints.migrate import RELEASE, migration_status
     from writegate.checkpoints.schema import CORE
+    from writegate.demo.schema import DEMO
     from writegate.surfaces.store.schema import SERVICE
-    from writegate.tools.demo.schema import DEMO
 
     url = database_url()
     try:
@@ -74,8 +79,8 @@ def _advice(applied: int, known: int) -> str:
 
 @db_app.command("seed")
 def db_seed() -> None:
-    """Load the demo tenant, users, orders and tickets (idempotent)."""
-    from writegate.tools.demo.seed import seed_demo
+    """The demo's data: its tables, tenant, users, orders and tickets (idempotent)."""
+    from writegate.demo.seed import seed_demo
 
     _with_connection(seed_demo)
     console.print(f"[green]ok[/green] {SEEDED}")
@@ -87,14 +92,14 @@ def db_reset(
         bool, typer.Option("--yes", help="Reset even when the database holds other data.")
     ] = False,
 ) -> None:
-    """Put the demo tenant's rows back as seeded (ord_1001 refundable again), and
+    """The demo's data put back as seeded (ord_1001 refundable again), and
     cancel its approvals no thread asks any more (see `writegate orphans`).
 
     Only demo rows change. Without --yes it refuses when the database holds more than
     demo data: another tenant's orders, tickets or proposals, or demo-tenant orders and
     tickets that are not the seeded or demo-created ones.
     """
-    from writegate.tools.demo.seed import foreign_rows, reset_demo, seed_demo
+    from writegate.demo.seed import foreign_rows, reset_demo, seed_demo
 
     def reset(conn: Any) -> None:
         others = foreign_rows(conn)
@@ -121,7 +126,7 @@ def _end_orphans() -> int:
     from datetime import timedelta
 
     from writegate import Writegate
-    from writegate.tools.demo.seed import DEMO_TENANT
+    from writegate.demo.seed import DEMO_TENANT
 
     with Writegate.open(database_url(), tools=[]) as wg:
         return len(wg.end_orphaned("operator:db-reset", timedelta(0), DEMO_TENANT))
@@ -130,7 +135,7 @@ def _end_orphans() -> int:
 def _with_connection(work: Callable[[Any], None]) -> None:
     """Set the demo's tables up, then run `work` in one transaction on one connection."""
     from writegate.checkpoints.pool import open_pool
-    from writegate.graph.demo import setup_demo
+    from writegate.demo.runtime import setup_demo
 
     url = database_url()
     setup_demo(url)

@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
 
 
 def demo() -> None:
-    """Run the refund walkthrough: propose, preview, confirm, receipt, replays refused."""
+    """The demo's refund walkthrough: propose, preview, confirm, receipt, replays refused."""
     from writegate.surfaces.cli.demo_run import run_demo
 
     run_demo()

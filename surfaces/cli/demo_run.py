@@ -25,10 +25,13 @@ from writegate.approval.decisions import Confirm
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import Identity
 from writegate.approval.service import Confirmation
+from writegate.approval.wire import approval_request
 from writegate.checkpoints.database import describe_database
+from writegate.demo.prompt import DEMO_PROMPT
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.runtime import DemoRuntime, open_demo
+from writegate.demo.seed import create_demo_order, seed_demo
 from writegate.graph.build import build_graph
-from writegate.graph.demo import DemoRuntime, open_demo
-from writegate.graph.messages import approval_request
 from writegate.graph.model import describe_model
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import (
@@ -40,8 +43,6 @@ from writegate.surfaces.cli.render import (
     reported_errors,
 )
 from writegate.surfaces.cli.terminal import markup_safe
-from writegate.tools.demo.provider import SimulatedProvider
-from writegate.tools.demo.seed import create_demo_order, seed_demo
 
 TENANT = "tenant_hz"
 USER = Identity("user_42", TENANT)
@@ -100,7 +101,7 @@ def _expect_refunds(runtime: DemoRuntime, order_id: str, expected: int) -> None:
 
 
 def _graph_part(runtime: DemoRuntime, thread: str, order: str) -> None:
-    graph = build_graph(runtime, checkpointer=runtime.checkpointer)
+    graph = build_graph(runtime, checkpointer=runtime.checkpointer, system_prompt=DEMO_PROMPT)
     config: Any = {"configurable": {"thread_id": thread, "user_id": USER.user_id,
                                     "tenant_id": TENANT}}  # fmt: skip
     _step(f"1. user_42 asks for a refund (thread {thread})")

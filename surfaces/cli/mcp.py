@@ -29,8 +29,8 @@ TRANSPORTS = ("stdio", "http")
 def _serve(transport: str, host: str, port: int, user: str | None, tenant: str | None) -> None:
     import anyio
 
-    from writegate.graph.demo import open_demo
     from writegate.surfaces.cli.common import database_url
+    from writegate.surfaces.served import open_served
     from writegate.surfaces.store import setup_service
 
     with needs_extra("mcp", "mcp"):
@@ -48,7 +48,7 @@ def _serve(transport: str, host: str, port: int, user: str | None, tenant: str |
             param_hint="--user/--tenant",
         )
     identity = configured_identity(user, tenant) if transport == "stdio" else None
-    runtime = open_demo(database_url())
+    runtime = open_served(database_url())
     setup_service(runtime.url)  # the keys
     keys = KeyRing.from_env(runtime.pool) if transport == "http" else None
     try:
@@ -76,16 +76,16 @@ def _confirm(proposal_id: str, user: str, tenant: str) -> None:
     from rich.console import Console
 
     from writegate.approval.models import Identity, ProposalStatus
-    from writegate.graph.demo import open_demo
     from writegate.surfaces.cli.common import database_url
     from writegate.surfaces.confirm_text import retype_ask
+    from writegate.surfaces.served import open_served
 
     err = Console(stderr=True)
     if not sys.stdin.isatty():
         err.print("[red]error:[/red] run `writegate confirm` yourself, in a terminal")
         raise typer.Exit(2)
     identity = Identity(user_id=user, tenant_id=tenant)
-    with open_demo(database_url()) as runtime:
+    with open_served(database_url()) as runtime:
         proposal = runtime.service.get_proposal(identity, proposal_id)
         if proposal.status not in (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED):
             # (awaiting a second approver, decided or ended: nothing to confirm here)

@@ -34,7 +34,7 @@ from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.terminal import inert, markup_safe
 
 PROVIDER_URL_ENV = "WRITEGATE_PROVIDER_URL"
-provider_app = typer.Typer(help="The payment provider simulator.", no_args_is_help=True)
+provider_app = typer.Typer(help="The demo's payment provider simulator.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -50,12 +50,12 @@ def _print_json(value: Any) -> None:
 
 
 def _open_runtime(provider_url: str | None, connections: int) -> Any:
-    from writegate.graph.demo import open_demo
-    from writegate.tools.demo.provider_http import HttpProvider
+    from writegate.demo.provider_http import HttpProvider
+    from writegate.surfaces.served import open_served
 
     url = provider_url or os.environ.get(PROVIDER_URL_ENV, "").strip() or None
     provider = HttpProvider(url) if url else None
-    return open_demo(database_url(), provider=provider, max_connections=connections)
+    return open_served(database_url(), provider=provider, max_connections=connections)
 
 
 def reconcile(
@@ -89,7 +89,7 @@ def reconcile(
     lock = threading.Lock()
     left: dict[str, int] = {}
 
-    from writegate.tools.demo.step_kill import kill_hook_from_env
+    from writegate.demo.step_kill import kill_hook_from_env
 
     def work() -> None:
         hook = kill_hook_from_env()  # fault testing only
@@ -170,9 +170,12 @@ def escalations(
     from writegate.approval.views import PageArgs
     from writegate.checkpoints.failover import list_failover_escalations
     from writegate.checkpoints.pool import open_pool
+    from writegate.checkpoints.schema import setup_database
     from writegate.surfaces.cli.render import error_panel
 
-    pool = open_pool(database_url(), max_size=1)
+    url = database_url()
+    setup_database(url)  # a fresh database has no tables yet; this is idempotent
+    pool = open_pool(url, max_size=1)
     try:
         if kind not in ("both", "execution", "failover") or (cursor and kind == "both"):
             raise ValidationFailed("--kind is execution or failover (with --cursor), or both")
@@ -247,8 +250,11 @@ def stats(
 ) -> None:
     """Duplicate requests, conflicts, unknown outcomes, backlog age, reconcile latency."""
     from writegate.checkpoints.pool import open_pool
+    from writegate.checkpoints.schema import setup_database
 
-    pool = open_pool(database_url(), max_size=1)
+    url = database_url()
+    setup_database(url)  # a fresh database has no tables yet; this is idempotent
+    pool = open_pool(url, max_size=1)
     try:
         if prometheus:
             from writegate.surfaces.metrics import prometheus_text
@@ -287,9 +293,12 @@ def purge_command(
 ) -> None:
     """Delete finished ledger rows past retention, leaving tombstones for their keys."""
     from writegate.checkpoints.pool import open_pool
+    from writegate.checkpoints.schema import setup_database
 
     policy = RetentionPolicy(days) if days is not None else RetentionPolicy.from_env()
-    pool = open_pool(database_url(), max_size=1)
+    url = database_url()
+    setup_database(url)  # a fresh database has no tables yet; this is idempotent
+    pool = open_pool(url, max_size=1)
     try:
         report = purge(pool, policy, batch=batch)
     finally:
@@ -313,7 +322,7 @@ def provider_serve(
     ] = 5.0,
 ) -> None:
     """Run the payment provider simulator over HTTP (refund, lookup by key, faults)."""
-    from writegate.tools.demo.provider_http import serve
+    from writegate.demo.provider_http import serve
 
     def ready(url: str) -> None:
         print(f"listening on {url}", flush=True)

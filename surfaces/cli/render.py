@@ -26,9 +26,10 @@ from rich.table import Table
 from rich.text import Text
 
 from writegate.approval.errors import WritegateError
+from writegate.approval.wire import as_executed
 from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
-from writegate.graph.messages import as_executed, executed_values
+from writegate.graph.messages import executed_values
 from writegate.surfaces.cli.terminal import clean, inert
 
 _AUDIT_LABELS = {"audit_id": "#", "tool_name": "tool", "error_code": "error"}

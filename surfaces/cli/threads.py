@@ -8,13 +8,18 @@ so a proposal made outside a chat (HTTP, MCP) is listed too, under its own threa
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
+from writegate.approval.errors import ValidationFailed
+from writegate.approval.views import PageArgs
 from writegate.checkpoints.database import describe_database
+from writegate.surfaces.cli.admin import Cursor, Limit, OrderOption, print_next_cursor
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.terminal import clean, inert
 
@@ -24,17 +29,24 @@ def register(app: typer.Typer) -> None:
     app.command("orphans")(orphans)
 
 
+NewestFirst = Annotated[str, typer.Option("--order", help="newest (the default) or oldest first.")]
+
+
 def orphans(
-    end: Annotated[bool, typer.Option("--end", help="Cancel them (audited).")] = False,
+    end: Annotated[bool, typer.Option("--end", help="Cancel this page's (audited).")] = False,
     older_than: Annotated[
         int, typer.Option("--older-than", min=0, help="Only proposals older than this (minutes).")
     ] = 5,
     by: Annotated[
         str | None, typer.Option("--by", help="Who ends them, for the audit (default: you).")
     ] = None,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+    order: OrderOption = "oldest",
 ) -> None:
     """List approvals whose thread no longer asks them (ended or deleted outside
-    writegate), and with --end cancel them. Touches only writegate's tables."""
+    writegate), a page at a time by when each was proposed, and with --end cancel that
+    page's. Touches only writegate's tables."""
     import getpass
     from datetime import timedelta
 
@@ -42,9 +54,15 @@ def orphans(
     from writegate.surfaces.cli.render import reported_errors
 
     grace = timedelta(minutes=older_than)
+    page = PageArgs(limit=limit, cursor=cursor, order=order)  # type: ignore[arg-type]  # checked
     with reported_errors(err_console), Writegate.open(database_url(), tools=[]) as wg:
         operator = by or f"operator:{getpass.getuser()}"
-        found = wg.end_orphaned(operator, grace) if end else wg.orphaned(grace)
+        with refused():
+            found = (
+                wg.end_orphaned(operator, grace, page=page)
+                if end
+                else wg.orphaned(grace, page=page)
+            )
     table = Table(title="orphaned approvals", title_justify="left", header_style="bold")
     for column in ("thread", "proposal", "what", "user", "tenant"):
         table.add_column(column, no_wrap=True)
@@ -59,6 +77,19 @@ def orphans(
     console.print(table)
     verb = f"cancelled by {clean(operator)}" if end else "found (--end cancels them)"
     console.print(inert(f"{len(found)} orphaned approval(s) {verb}"))
+    print_next_cursor(found.next_cursor)
+
+
+@contextmanager
+def refused() -> Iterator[None]:
+    """A refused page (a bad cursor, order or limit) as a structured error, exit 1."""
+    from writegate.surfaces.cli.render import error_panel
+
+    try:
+        yield
+    except ValidationFailed as exc:
+        err_console.print(error_panel(exc.to_dict()))
+        raise typer.Exit(1) from exc
 
 
 def threads(
@@ -66,40 +97,34 @@ def threads(
     tenant: Annotated[
         str | None, typer.Option("--tenant", help="Only this tenant's threads.")
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+    order: NewestFirst = "newest",
 ) -> None:
-    """List threads and the approvals pending on each."""
+    """List threads and the approvals pending on each, a page at a time by when each
+    thread began; the line after a page says how to ask for the next."""
     from writegate.checkpoints.pool import open_pool
     from writegate.checkpoints.schema import setup_database
     from writegate.checkpoints.views import LedgerViews
     from writegate.surfaces.cli.render import reported_errors
 
     url = database_url()
-    params: dict[str, Any] = {"user_id": user, "tenant_id": tenant, "limit": limit}
+    page = PageArgs(limit=limit, cursor=cursor, order=order)  # type: ignore[arg-type]  # checked
     with reported_errors(err_console):
         setup_database(url)  # a fresh database has no tables yet; this is idempotent
         pool = open_pool(url, max_size=1)
     try:
-        listed, pending = LedgerViews(pool).threads_with_pending(**params)
+        with refused():
+            listed, pending = LedgerViews(pool).threads_page(page, user_id=user, tenant_id=tenant)
     finally:
         pool.close()
-    rows = _thread_rows(listed, pending)
+    rows = {row["thread_id"]: row for row in listed}
     console.print(threads_table(rows, pending, describe_database(url)))
     if pending:
         console.print(pending_table(pending))
     waiting = sum(1 for p in pending if not p["expired"])
     console.print(f"{len(rows)} thread(s), {waiting} pending approval(s)")
-
-
-def _thread_rows(listed: list[Any], pending: list[Any]) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {r["thread_id"]: dict(r) for r in listed}
-    for proposal in pending:  # a thread known only to the ledger still shows its approvals
-        rows.setdefault(
-            proposal["thread_id"],
-            {"thread_id": proposal["thread_id"], "user_id": proposal["subject"],
-             "tenant_id": proposal["tenant_id"], "checkpoints": 0, "updated_at": None},
-        )  # fmt: skip
-    return rows
+    print_next_cursor(listed.next_cursor)
 
 
 def threads_table(rows: dict[str, dict[str, Any]], pending: list[Any], where: str) -> Table:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from writegate.approval.canonical import check_input, digest, to_rfc3339
+from writegate.approval.conversation import awaiting_second
 from writegate.approval.errors import (
     AlreadyConsumed,
     NotFound,
@@ -28,7 +29,7 @@ from writegate.approval.models import Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import execution_outcome, proposal_error
 from writegate.approval.service import Confirmation, new_id
 from writegate.approval.spec import ToolSpec
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.mcp_server.tools import CLIENT_REQUEST_ID, execute_name
 
 # A confirmation tier with a second approver parks a confirmed proposal here (no token yet).
@@ -96,7 +97,7 @@ class Calls:
                 raise AlreadyConsumed(proposal_id=proposal.proposal_id)
             receipt = execution_outcome(execution).to_dict()
             return proposal, {**proposal_view(proposal), "status": "executed", "receipt": receipt}
-        if proposal.status.value == SECOND_APPROVAL:
+        if awaiting_second(proposal):
             return proposal, self.waiting_for_second(proposal)
         ended = proposal_error(proposal.status, proposal.proposal_id)
         if ended is not None:

@@ -1,7 +1,7 @@
 """writegate as an MCP server: the same propose / confirm / execute protocol for any client.
 
 Built on the official `mcp` SDK's low-level `Server`, over the same registry, ledgers
-and database as the graph (`graph.runtime.Runtime`). Tools (see `graph/mcp_tools.py`):
+and database as the graph (`runtime.wiring.Runtime`). Tools (see `surfaces/mcp_server/tools.py`):
 read tools as they are; each write tool as `request_<tool>_confirmation` (propose and
 ask the person through elicitation) and `execute_confirmed_<tool>` (consume the
 one-time token, run at most once, return the receipt).
@@ -33,8 +33,8 @@ from writegate.approval.errors import ValidationFailed, WritegateError
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.service import new_id
 from writegate.approval.spec import ToolSpec
-from writegate.graph.messages import dumps, error_content
-from writegate.graph.runtime import Runtime
+from writegate.approval.wire import dumps, error_content
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.mcp_server.calls import Calls
 from writegate.surfaces.mcp_server.confirm import (
     INPUT_KEY,

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -22,8 +23,9 @@ from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
+from writegate.checkpoints.database import resolve_database_url
+from writegate.runtime.wiring import Runtime
+from writegate.surfaces.served import open_served
 from writegate.surfaces.store import setup_service
 from writegate.surfaces.web import errors
 from writegate.surfaces.web.events import add_event_schemas
@@ -129,7 +131,8 @@ def create_app(
             finally:
                 given.close()
             return
-        opened = await run_in_threadpool(open_demo, settings.database_url, policy=settings.policy())
+        url = settings.database_url or resolve_database_url()
+        opened = await run_in_threadpool(partial(open_served, url, policy=settings.tune))
         await run_in_threadpool(setup_service, opened.url)
         app.state.wg = Services.build(opened, settings, model)
         try:

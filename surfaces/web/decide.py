@@ -23,6 +23,7 @@ from typing import Any
 from langgraph.types import Command
 
 from writegate.approval.canonical import CanonicalizationError, digest
+from writegate.approval.conversation import awaiting_second
 from writegate.approval.decisions import Cancel
 from writegate.approval.errors import (
     AlreadyConsumed,
@@ -38,7 +39,7 @@ from writegate.approval.errors import (
 )
 from writegate.approval.models import DECIDABLE, Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import execution_outcome, proposal_error
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store.http_store import HttpStore
 from writegate.surfaces.web.amounts import minor_units
 from writegate.surfaces.web.errors import Refused, error_body, status_for
@@ -257,7 +258,7 @@ class Decisions:
         if status in DECIDABLE:
             if now >= proposal.expires_at:
                 raise Refused(ProposalExpired(proposal_id=pid), view)
-            if status is ProposalStatus.AWAITING_SECOND and action == "confirm":
+            if awaiting_second(proposal) and action == "confirm":
                 return result("awaiting_second_approval")  # an approver is next
             if action == "edit" and self.rt.service.edit_changes_nothing(proposal, value["args"]):
                 return result("unchanged")  # the same question, still open

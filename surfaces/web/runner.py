@@ -21,7 +21,7 @@ from langgraph.types import StateSnapshot
 from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import PENDING, Identity, ProposalStatus
 from writegate.graph.messages import executed_values
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store.http_store import HttpStore, ThreadLock
 from writegate.surfaces.web.schemas import ApprovalView, MessageView
 from writegate.surfaces.web.views import approval_view, message_view, proposal_row

@@ -15,8 +15,12 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from writegate.approval.service import Policy
+from writegate.demo.policy import demo_policy
+from writegate.demo.prompt import DEMO_PROMPT
+from writegate.demo.runtime import DemoRuntime
 from writegate.graph.build import build_graph
-from writegate.graph.runtime import Runtime
+from writegate.graph.nodes import LIBRARY_PROMPT
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store.http_store import (
     LOCK_CONNECTIONS,
     THREAD_LEASE_ENV,
@@ -27,7 +31,6 @@ from writegate.surfaces.store.streams import StreamStore
 from writegate.surfaces.web.decide import Decisions
 from writegate.surfaces.web.metrics import HttpMetrics
 from writegate.surfaces.web.runner import Runner
-from writegate.tools.demo.policy import demo_policy
 
 TTL_ENV = "WRITEGATE_PROPOSAL_TTL_SECONDS"
 
@@ -66,7 +69,10 @@ class Settings:
     def policy(self) -> Policy:
         """The same versioned policy file as every other demo entry point (the demo's
         own, or WRITEGATE_POLICY_FILE's), so tokens agree."""
-        base = demo_policy()
+        return self.tune(demo_policy())
+
+    def tune(self, base: Policy) -> Policy:
+        """`base` with the proposal lifetime these settings ask for, if any."""
         if self.proposal_ttl_s is None:
             return base
         return replace(base, proposal_ttl=timedelta(seconds=self.proposal_ttl_s))
@@ -98,7 +104,10 @@ class Services:
 
     @classmethod
     def build(cls, runtime: Runtime, settings: Settings, model: Any = None) -> Services:
-        graph = build_graph(runtime, model=model, checkpointer=runtime.checkpointer)
+        prompt = DEMO_PROMPT if isinstance(runtime, DemoRuntime) else LIBRARY_PROMPT
+        graph = build_graph(
+            runtime, model=model, checkpointer=runtime.checkpointer, system_prompt=prompt
+        )
         store = HttpStore(
             runtime.pool,
             runtime.url,

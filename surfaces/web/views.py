@@ -13,7 +13,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from writegate.approval.models import PENDING, Proposal, Receipt
-from writegate.graph.messages import as_executed
+from writegate.approval.wire import as_executed
+from writegate.demo.money import CURRENCIES, format_major
 from writegate.surfaces.web.schemas import (
     ApprovalView,
     ConfirmationInfo,
@@ -23,7 +24,6 @@ from writegate.surfaces.web.schemas import (
     ToolCallView,
 )
 from writegate.surfaces.web.schemas import Receipt as ReceiptOut
-from writegate.tools.demo.money import CURRENCIES, format_major
 
 # Statuses in which the requester may still have a question to answer: before their
 # confirm, while a second approver decides, and after the approval until they confirm.

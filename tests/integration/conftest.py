@@ -11,7 +11,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from tests.integration.fault_proxy import FaultProxy
 from tests.integration.http_fixtures import seeded_database
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.web import create_app
 from writegate.testing.database import SERVER_ENV
 

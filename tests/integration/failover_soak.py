@@ -64,8 +64,8 @@ from tests.integration.failover_figures import Failover, Figures, Op
 from tests.integration.ha_cluster import HaCluster, wait_until
 from tests.integration.http_fixtures import free_port, make_key, new_order, sse_events
 from tests.integration.soak import CALL_TIMEOUT_S, Launcher, Proc, SoakFailed, post_within
+from writegate.demo.seed import seed_demo
 from writegate.testing import database as throwaway
-from writegate.tools.demo.seed import seed_demo
 
 POINTS = ("t1", "claimed", "downstream_returned", "t2", "random")
 HOLD_STEPS = ("claimed", "downstream_returned")

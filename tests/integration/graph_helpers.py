@@ -19,12 +19,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Interrupt
 
 from tests.app_db import setup_app
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.runtime import open_demo
+from writegate.demo.seed import DEMO_TENANT, seed_demo
 from writegate.graph.build import build_graph
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
-from writegate.tools.demo.provider import SimulatedProvider
-from writegate.tools.demo.seed import DEMO_TENANT, seed_demo
+from writegate.runtime.wiring import Runtime
 
 INSERT_ORDER_SQL = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor, shipping_address)

@@ -24,7 +24,7 @@ from tests.integration.graph_helpers import (
     tool_content,
     tool_messages,
 )
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 
 
 def main(mode: str, thread_id: str, arg: str) -> None:

@@ -25,10 +25,10 @@ import httpx
 import psycopg
 import uvicorn
 
-from writegate.graph.demo import setup_demo
+from writegate.demo.runtime import setup_demo
+from writegate.demo.seed import seed_demo
 from writegate.surfaces.store import setup_service
 from writegate.surfaces.store.keys import create_key
-from writegate.tools.demo.seed import seed_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANT = "tenant_hz"

@@ -8,7 +8,7 @@ from typing import Any
 from writegate.approval.decisions import Confirm
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.service import Confirmation
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 
 ALICE = Identity("user_42", "tenant_hz")
 

@@ -1,6 +1,6 @@
 """A randomized kill soak: refunds through two `writegate serve` replicas and two
 `writegate reconcile --loop` processes that SIGKILL themselves at random step
-boundaries (`WRITEGATE_FAULT_KILL_AT`, tools/demo/step_kill.py), and a provider process
+boundaries (`WRITEGATE_FAULT_KILL_AT`, demo/step_kill.py), and a provider process
 that is SIGKILLed at random moments, mid-request or not.
 
     uv run python -m tests.integration.soak --operations 200 --seed 7
@@ -56,8 +56,8 @@ from tests.integration.fault_scripts.harness import ledger_check
 from tests.integration.ha_cluster import wait_until
 from tests.integration.http_fixtures import TENANT, free_port, make_key, new_order, sse_events
 from writegate.checkpoints.pool import open_pool
+from writegate.demo.seed import seed_demo
 from writegate.testing import database as throwaway
-from writegate.tools.demo.seed import seed_demo
 
 SERVE_POINTS = ("serve:claimed", "serve:downstream_returned", "serve:recorded")
 RECONCILE_POINTS = (
@@ -85,8 +85,8 @@ PROVIDER_KILL_ONE_IN = 8
 PRELOAD = [
     "writegate.__main__",
     "writegate.surfaces.web",
-    "writegate.graph.runtime",
-    "writegate.tools.demo.provider_http",
+    "writegate.runtime.wiring",
+    "writegate.demo.provider_http",
     "uvicorn",
 ]
 LEASE_FREE_SQL = """

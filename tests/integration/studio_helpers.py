@@ -1,7 +1,7 @@
 """`langgraph dev` as a test fixture: the repo's graph served offline on a free port.
 
 The server runs as its own process group in a scratch folder that links the repo's real
-`graph/`, `examples/` and a config file (the server resolves graph paths against its working
+`demo/`, `examples/` and a config file (the server resolves graph paths against its working
 directory and keeps its in-memory state in `.langgraph_api/` there), so nothing is
 written into the repository. Readiness is polled on `/ok` with a deadline.
 """
@@ -63,7 +63,7 @@ def langgraph_dev(
 ) -> Iterator[str]:
     """Run `langgraph dev` for the repo's `config_file` (plus `extra_config` keys) in
     `workdir`, offline, against `database_url`; yield its base URL once it answers."""
-    for folder in ("graph", "examples"):
+    for folder in ("demo", "examples"):
         (workdir / folder).symlink_to(REPO / folder, target_is_directory=True)
     config = workdir / config_file
     if extra_config:

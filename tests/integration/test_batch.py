@@ -17,7 +17,7 @@ from tests.integration.tier_helpers import TENANT, open_runtime, token_of, token
 from writegate.approval import errors
 from writegate.approval.canonical import digest
 from writegate.approval.models import Identity
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 
 INSERT_TICKET_SQL = """
 INSERT INTO tickets (ticket_id, tenant_id, user_id, title, description, status)

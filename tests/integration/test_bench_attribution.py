@@ -12,7 +12,7 @@ from tests.app_db import setup_app
 from writegate.bench.attribution import Recorder, instrument_runtime
 from writegate.bench.db import Orders
 from writegate.bench.workload import GraphRunner
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 
 
 def test_every_ledger_call_of_a_graph_write_is_timed(create_database: Callable[[], str]) -> None:

@@ -17,8 +17,8 @@ import psycopg
 from tests.app_db import setup_app
 from writegate.bench import replicas
 from writegate.bench.backlog import check, make_backlog
+from writegate.demo.seed import seed_demo
 from writegate.surfaces.store.keys import create_key
-from writegate.tools.demo.seed import seed_demo
 
 
 def test_reconcilers_only_run_settles_every_cloned_outcome() -> None:

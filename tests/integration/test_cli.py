@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 from tests.app_db import setup_app
 from writegate.__main__ import command
 from writegate.checkpoints.database import with_database
+from writegate.demo.seed import reset_demo, seed_demo
 from writegate.surfaces.cli.common import console
-from writegate.tools.demo.seed import reset_demo, seed_demo
 
 NO_MODEL = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "WRITEGATE_MODEL": None}
 REPLAY_CODES = ("subject_mismatch", "tenant_mismatch", "already_consumed", "invalid_decision")

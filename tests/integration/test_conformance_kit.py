@@ -19,6 +19,15 @@ from psycopg.conninfo import conninfo_to_dict
 
 from writegate import Identity, NotFound, write_tool
 from writegate.checkpoints.migrate import apply_migrations
+from writegate.demo.batch import close_tickets
+from writegate.demo.domain import domain_tools
+from writegate.demo.faults import FaultScript
+from writegate.demo.orders import get_order, list_orders
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.refunds import refund_order_tool
+from writegate.demo.schema import DEMO
+from writegate.demo.ticket_writes import create_ticket, update_ticket
+from writegate.demo.tickets import get_ticket, list_tickets
 from writegate.testing import (
     Fault,
     Outcome,
@@ -29,15 +38,6 @@ from writegate.testing import (
     check_write_tool,
     throwaway_database,
 )
-from writegate.tools.demo.batch import close_tickets
-from writegate.tools.demo.domain import domain_tools
-from writegate.tools.demo.faults import FaultScript
-from writegate.tools.demo.orders import get_order, list_orders
-from writegate.tools.demo.provider import SimulatedProvider
-from writegate.tools.demo.refunds import refund_order_tool
-from writegate.tools.demo.schema import DEMO
-from writegate.tools.demo.ticket_writes import create_ticket, update_ticket
-from writegate.tools.demo.tickets import get_ticket, list_tickets
 
 ME = Identity("user_kit", "tenant_kit")
 INSERT_ORDER_SQL = """

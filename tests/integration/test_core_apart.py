@@ -179,14 +179,18 @@ def send(to: str, *, request_key: str) -> dict:
     '''
     return {"to": to}
 
+APART = (
+    "writegate.demo", "writegate.bench", "writegate.surfaces", "writegate.testing",
+    "writegate.graph.model", "writegate.graph.scripted",
+)
+assert not [name for name in sys.modules if name.startswith(APART)], "the import loaded them"
 with Writegate.open(sys.argv[1], tools=[send]) as wg:
     wg.tool_node()
     wg.before_model()
     wg.reconciler()
 loaded = sorted(
     name for name in sys.modules
-    if name.startswith(("writegate.tools.demo", "writegate.bench", "writegate.surfaces",
-                        "writegate.graph.demo", "writegate.graph.studio", "writegate.testing"))
+    if name.startswith(APART)
 )
 print(",".join(loaded))
 """

@@ -26,10 +26,10 @@ from writegate.approval.errors import (
 from writegate.approval.models import Identity
 from writegate.approval.spec import ToolContext, acting_for
 from writegate.checkpoints.pool import Pool
-from writegate.tools.demo.domain import default_registry
-from writegate.tools.demo.provider import SimulatedProvider
-from writegate.tools.demo.refunds import mark_refund_succeeded
-from writegate.tools.demo.seed import DEMO_TENANT, reset_demo, seed_demo
+from writegate.demo.domain import default_registry
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.refunds import mark_refund_succeeded
+from writegate.demo.seed import DEMO_TENANT, reset_demo, seed_demo
 from writegate.tools.registry import Registry
 
 INSERT_ORDER = """

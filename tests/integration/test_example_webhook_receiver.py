@@ -20,7 +20,7 @@ from tests.integration.tier_helpers import new_order, open_runtime, propose_refu
 from writegate.approval.events import DeliveryPolicy, Due, EventType
 from writegate.approval.models import Identity
 from writegate.checkpoints.outbox import PgOutbox
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.webhooks import deliverer, new_secret, signed_headers
 
 TENANT = "tenant_slack"

@@ -27,7 +27,7 @@ from tests.integration.failover_soak import Figures, run_failover_soak
 from tests.integration.ha_cluster import HaCluster
 from tests.integration.soak import settings
 from writegate.checkpoints.outage import is_outage
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.store.http_store import HttpStore
 
 pytestmark = [

@@ -39,10 +39,10 @@ from writegate.approval.reconcile import ReconcilePolicy, Reconciler
 from writegate.approval.service import Confirmation
 from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import Pool, open_pool
+from writegate.demo.runtime import open_demo
 from writegate.graph.build import build_graph
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.web import create_app
 
 pytestmark = pytest.mark.slow

@@ -39,7 +39,7 @@ from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog, purge
 from writegate.checkpoints.pool import Pool, open_pool
-from writegate.tools.demo.domain import default_registry
+from writegate.demo.domain import default_registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fault_tally")]
 
@@ -200,8 +200,8 @@ def test_killed_after_the_provider_applied_is_found_not_sent_again(world: World)
 def test_killed_after_recording_before_the_checkpoint_resumes_to_the_receipt(world: World):
     from langgraph.types import Command
 
+    from writegate.demo.runtime import open_demo
     from writegate.graph.build import build_graph
-    from writegate.graph.demo import open_demo
     from writegate.graph.scripted import ScriptedChatModel
 
     who, order = user(), ""

@@ -39,10 +39,10 @@ from writegate.approval.reconcile import ReconcilePolicy, Reconciler, receipt_fo
 from writegate.approval.service import Confirmation
 from writegate.checkpoints.database import with_database
 from writegate.checkpoints.ops import PgBacklog
+from writegate.demo.runtime import open_demo
 from writegate.graph.build import build_graph
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
+from writegate.runtime.wiring import Runtime
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ from tests.app_db import setup_app
 from tests.integration.front_end_payloads import CLIENT_CONTENT, DO_NOT_RENDER, chat_input
 from tests.integration.studio_helpers import langgraph_dev
 from writegate import Writegate
-from writegate.tools.demo.seed import seed_demo
+from writegate.demo.seed import seed_demo
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ AUDIT_SQL = (
     "SELECT status, user_id, result FROM writegate.audit WHERE proposal_id = %s "
     "ORDER BY audit_id DESC LIMIT 1"
 )
-POSTGRES_CHECKPOINTER = {"path": "./graph/studio.py:postgres_checkpointer"}
+POSTGRES_CHECKPOINTER = {"path": "./demo/studio.py:postgres_checkpointer"}
 
 
 @pytest.fixture(params=["in-memory", "postgres"])

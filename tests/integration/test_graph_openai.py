@@ -27,8 +27,9 @@ from tests.integration.graph_helpers import (
     refunds_at_provider,
     statuses,
 )
+from writegate.demo.prompt import DEMO_PROMPT
 from writegate.graph.build import build_graph
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 
 FINAL_TEXT = "The refund of ¥199.00 went through; the receipt is on file."
 
@@ -62,7 +63,8 @@ def test_chat_openai_proposes_streams_and_reads_the_receipt(
     thread, order = new_id("t"), new_order(rt)
     args = {"order_id": order, "amount_minor": 19900, "currency": "CNY", "reason": "broken"}
     fake_openai.enqueue_tool_calls(openai_server.FakeToolCall("refund_order", args, id="call_oa1"))
-    graph = build_graph(rt, checkpointer=rt.checkpointer)  # model chosen from the environment
+    # the model chosen from the environment
+    graph = build_graph(rt, checkpointer=rt.checkpointer, system_prompt=DEMO_PROMPT)
     cfg = config(thread)
 
     _stream_text(graph, {"messages": [HumanMessage(f"refund {order}, it broke")]}, cfg)

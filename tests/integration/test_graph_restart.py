@@ -33,7 +33,7 @@ from tests.integration.graph_helpers import (
     tool_content,
     tool_messages,
 )
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 
 pytestmark = pytest.mark.slow
 

@@ -35,8 +35,8 @@ from tests.integration.graph_helpers import (
     tool_messages,
 )
 from writegate.approval.errors import NotFound
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
+from writegate.demo.runtime import open_demo
+from writegate.runtime.wiring import Runtime
 
 AWAITING = ["awaiting_confirmation"]
 

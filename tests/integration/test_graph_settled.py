@@ -29,14 +29,14 @@ from tests.integration.graph_helpers import (
 from writegate.approval.execution import RetryPolicy
 from writegate.approval.reconcile import Reconciler
 from writegate.checkpoints.ops import PgBacklog
+from writegate.demo.faults import FaultScript
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.runtime import open_demo
 from writegate.graph.build import build_graph
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
 from writegate.graph.scripted import ScriptedChatModel
 from writegate.graph.settled import MARK
-from writegate.graph.writegate import Writegate
-from writegate.tools.demo.faults import FaultScript
-from writegate.tools.demo.provider import SimulatedProvider
+from writegate.runtime.wiring import Runtime
+from writegate.runtime.writegate import Writegate
 
 NO_WAIT = RetryPolicy(base_delay=0.0)
 

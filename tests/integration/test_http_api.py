@@ -24,9 +24,9 @@ from tests.integration.http_fixtures import (
     wait_for,
 )
 from writegate.approval.service import Policy
-from writegate.graph.demo import open_demo
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.web import Settings, create_app
-from writegate.tools.demo.provider import SimulatedProvider
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from tests.integration.http_fixtures import (
     seeded_database,
     sse_events,
 )
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.web import Settings, create_app
 
 CLICKS = 64

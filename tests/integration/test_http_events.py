@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from jsonschema import Draft202012Validator
 
 from tests.integration.http_fixtures import ThreadServer, make_key, new_order
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.web import create_app
 
 STREAM = "/v1/threads/{thread_id}/messages"

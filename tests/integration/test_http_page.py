@@ -21,7 +21,7 @@ from tests.integration.http_fixtures import (
     seeded_database,
 )
 from tests.system_packages import CHROMIUM, browser_missing
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.web import Settings, create_app
 from writegate.surfaces.web.services import TTL_ENV
 

@@ -32,7 +32,7 @@ from schemathesis import checks
 from schemathesis.core.parameters import ParameterLocation
 
 from tests.integration.http_fixtures import make_key, new_order, seeded_database, sse_events
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.web import Settings, create_app
 from writegate.surfaces.web.app import API_ROUTERS
 from writegate.surfaces.web.inputs import query_model

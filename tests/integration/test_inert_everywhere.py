@@ -27,7 +27,7 @@ from tests.integration.mcp_helpers import Person, accept, cli_confirm, stdio_ses
 from tests.integration.test_mcp import EXECUTE, REQUEST, execute_args, ok, refund
 from writegate import PreviewField, ToolPreview, Writegate, write_tool
 from writegate.approval.canonical import digest
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.web import create_app
 
 # Up two lines, a carriage return and hidden text, then an 8-bit CSI and a bidi override.

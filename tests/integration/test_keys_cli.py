@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from tests.integration.http_fixtures import seeded_database
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.cli import serve as cli_serve
 from writegate.surfaces.web import create_app
 

@@ -31,8 +31,8 @@ from writegate.approval.models import Identity, Receipt
 from writegate.approval.service import ApprovalService, Policy
 from writegate.approval.store import CallLookup
 from writegate.checkpoints.ledger import PgLedgerStore, PgLedgerTx
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
+from writegate.demo.runtime import open_demo
+from writegate.runtime.wiring import Runtime
 
 WORKERS = 16
 ROUNDS = 15

@@ -25,7 +25,7 @@ from writegate.approval.models import (
     Receipt,
 )
 from writegate.approval.store import Claim, Locked
-from writegate.graph.demo import DemoRuntime, open_demo
+from writegate.demo.runtime import DemoRuntime, open_demo
 
 
 @pytest.fixture(scope="module")

@@ -46,12 +46,12 @@ from writegate.approval.models import Identity, Proposal
 from writegate.approval.reconcile import ReconcilePolicy, Reconciler, Settled
 from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import Pool
-from writegate.graph.demo import DemoRuntime, open_demo
-from writegate.graph.writegate import Writegate
+from writegate.demo.faults import FaultScript
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.runtime import DemoRuntime, open_demo
+from writegate.demo.seed import DEMO_TENANT
+from writegate.runtime.writegate import Writegate
 from writegate.surfaces.cli import ops as cli_ops
-from writegate.tools.demo.faults import FaultScript
-from writegate.tools.demo.provider import SimulatedProvider
-from writegate.tools.demo.seed import DEMO_TENANT
 
 # A short lease: the reconciler checks a promotion once calls sent before it have had
 # their deadline (the longest lease of its tools), so here within a fifth of a second.

@@ -35,9 +35,9 @@ from tests.integration.mcp_helpers import (
     start_http_server,
     stdio_session,
 )
+from writegate.demo.domain import default_registry
+from writegate.demo.seed import seed_demo
 from writegate.surfaces.store.keys import create_key, revoke_key
-from writegate.tools.demo.domain import default_registry
-from writegate.tools.demo.seed import seed_demo
 
 REQUEST = "request_refund_order_confirmation"
 EXECUTE = "execute_confirmed_refund_order"

@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 from tests.app_db import setup_app
 from tests.integration.mcp_helpers import Person, accept, refunds_at_provider, stdio_session
 from tests.integration.test_mcp import EXECUTE, REQUEST, execute_args, failed, ok, refund
-from writegate.tools.demo.seed import seed_demo
+from writegate.demo.seed import seed_demo
 
 COUNT_PROPOSALS_SQL = "SELECT count(*) AS n FROM writegate.proposals"
 

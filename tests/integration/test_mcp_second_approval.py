@@ -25,7 +25,7 @@ from psycopg.rows import dict_row
 from tests.integration.http_fixtures import seeded_database
 from tests.integration.mcp_helpers import REPO, Person, refunds_at_provider, server_env
 from tests.integration.mcp_helpers import stdio_session as requester_session
-from writegate.tools.demo.seed import create_demo_order
+from writegate.demo.seed import create_demo_order
 
 REQUEST = "request_refund_order_confirmation"
 AMOUNT = 600_000  # ¥6,000.00

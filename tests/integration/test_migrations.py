@@ -26,8 +26,8 @@ from writegate.checkpoints.migrate import (
     migration_checksum,
 )
 from writegate.checkpoints.schema import CORE, NAME_AS_FRESH, setup_database
+from writegate.demo.schema import DEMO
 from writegate.surfaces.store.schema import SERVICE
-from writegate.tools.demo.schema import DEMO
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = "public.test_migrations_log"

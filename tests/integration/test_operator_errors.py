@@ -25,8 +25,8 @@ from tests.integration.mcp_helpers import cli_confirm
 from writegate import Identity, Writegate
 from writegate.approval.service import new_id
 from writegate.checkpoints.database import DatabaseUnavailable, with_database
-from writegate.graph.demo import open_demo
-from writegate.tools.demo.seed import seed_demo
+from writegate.demo.runtime import open_demo
+from writegate.demo.seed import seed_demo
 
 pytestmark = pytest.mark.slow  # each case runs the console script in a process of its own
 NO_MODEL = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "WRITEGATE_MODEL", "PYTHONPATH")

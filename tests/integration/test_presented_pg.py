@@ -13,7 +13,7 @@ from tests.app_db import setup_app
 from tests.integration.ledger_helpers import new_order, propose_refund
 from writegate.approval.errors import NotFound
 from writegate.checkpoints.presented import PgPresentedQuestions
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 
 
 def test_a_recorded_question_is_seen_by_others_and_the_setting_does_not_leak(

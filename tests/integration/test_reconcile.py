@@ -38,11 +38,11 @@ from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, purge
 from writegate.checkpoints.pool import Pool, open_pool
+from writegate.demo.domain import default_registry
+from writegate.demo.faults import FaultScript
+from writegate.demo.provider import SimulatedProvider
 from writegate.surfaces.cli import ops as cli_ops
 from writegate.surfaces.metrics import prometheus_text
-from writegate.tools.demo.domain import default_registry
-from writegate.tools.demo.faults import FaultScript
-from writegate.tools.demo.provider import SimulatedProvider
 
 RETRY = RetryPolicy(base_delay=0.0, lease=timedelta(seconds=30))
 EXECUTION_SQL = "SELECT * FROM writegate.executions WHERE proposal_id = %s"

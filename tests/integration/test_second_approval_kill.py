@@ -35,7 +35,7 @@ from writegate.approval.service import ApprovalService
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import Pool, open_pool
-from writegate.tools.demo.domain import default_registry
+from writegate.demo.domain import default_registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fault_tally")]
 

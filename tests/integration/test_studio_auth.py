@@ -24,7 +24,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 
 from tests.app_db import setup_app
 from tests.integration.studio_helpers import langgraph_dev
-from writegate.tools.demo.seed import seed_demo
+from writegate.demo.seed import seed_demo
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ USER_42, USER_7 = "demo-user-42", "demo-user-7"  # the example handler's demo to
 REFUND_1001 = "Please refund ord_1001 because the item arrived broken"
 REFUND_2002 = "Please refund ord_2002 because the item arrived broken"
 REFUND_FIELDS = ["order_id", "amount_minor", "currency", "reason"]  # refund_order's order
-REFUSAL = "your_answer_was_refused"  # the card's first field after a refused answer
+REFUSAL = "your_answer_was_refused"  # the card's last field after a refused answer
 
 COUNT_PROPOSALS_SQL = "SELECT count(*) FROM writegate.proposals WHERE thread_id = ANY(%s)"
 COUNT_AUDIT_SQL = "SELECT count(*) FROM writegate.audit WHERE thread_id = ANY(%s)"
@@ -187,9 +187,9 @@ def _shows_refused_edit(asked: dict[str, Any], before: dict[str, Any], approve: 
     assert asked["proposal_id"] == before["proposal_id"]  # still the same proposal
     assert card["name"] == before["action_requests"][0]["name"]  # the UI matches on it
     assert asked["review_configs"][0]["action_name"] == card["name"]
-    # The refusal is the card's first field; the tool's fields follow, unchanged, in
-    # the tool's own order, as on the card before.
-    assert list(card["args"]) == [REFUSAL, *REFUND_FIELDS]
+    # The tool's fields, unchanged, in the tool's own order, as on the card before; the
+    # refusal last, right above the card's Approve button.
+    assert list(card["args"]) == [*REFUND_FIELDS, REFUSAL]
     assert {k: card["args"][k] for k in REFUND_FIELDS} == before["action_requests"][0]["args"]
     notice = card["args"][REFUSAL]
     assert "amount_minor" in notice and "validation_failed" in notice

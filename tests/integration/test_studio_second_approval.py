@@ -18,8 +18,8 @@ from langgraph_sdk.schema import Command, Config
 from tests.app_db import setup_app
 from tests.integration.studio_helpers import langgraph_dev
 from writegate import Identity, ProposalView, resume_requester
-from writegate.graph.demo import open_demo
-from writegate.tools.demo.seed import seed_demo
+from writegate.demo.runtime import open_demo
+from writegate.demo.seed import seed_demo
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage
 from tests.integration.fault_proxy import FaultProxy
 from tests.integration.http_fixtures import make_key, new_order, seeded_database, sse_events
 from writegate.approval.models import Identity
-from writegate.graph.demo import open_demo
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.web import create_app
 from writegate.surfaces.web.inputs import ConfirmIn
 from writegate.surfaces.web.services import Services

@@ -53,8 +53,8 @@ from writegate.approval.decisions import Confirm
 from writegate.approval.models import Identity, ProposalStatus
 from writegate.approval.policy import parse_policy
 from writegate.approval.service import ApprovalService, Confirmation
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
+from writegate.demo.runtime import open_demo
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.cli.common import console
 
 SELF_APPROVE_SQL = "UPDATE writegate.proposals SET second_approver = subject WHERE proposal_id = %s"

@@ -22,10 +22,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.integration.http_fixtures import ROOT, make_key, new_order, seeded_database, sse_events
 from writegate.approval import tracing
 from writegate.approval.execution import RetryPolicy
-from writegate.graph.demo import open_demo
+from writegate.demo.faults import FaultScript
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.runtime import open_demo
 from writegate.surfaces.web import create_app
-from writegate.tools.demo.faults import FaultScript
-from writegate.tools.demo.provider import SimulatedProvider
 
 LIFE = ["writegate.propose", "writegate.decide", "writegate.execute"]
 

@@ -34,8 +34,8 @@ from tests.integration.tier_helpers import new_order, open_runtime, propose_refu
 from writegate.approval.models import Identity
 from writegate.checkpoints.database import with_database
 from writegate.checkpoints.outbox import PgOutbox
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
+from writegate.demo.runtime import open_demo
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.webhooks import new_secret
 
 pytestmark = pytest.mark.slow

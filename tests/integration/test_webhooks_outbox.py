@@ -30,7 +30,7 @@ from writegate.approval.errors import NotFound, ValidationFailed
 from writegate.approval.events import DeliveryPolicy, EventType
 from writegate.approval.models import Identity, ProposalStatus
 from writegate.checkpoints.outbox import PgOutbox
-from writegate.graph.runtime import Runtime
+from writegate.runtime.wiring import Runtime
 from writegate.surfaces.webhooks import deliverer, new_secret
 
 ROWS_SQL = """

@@ -68,7 +68,7 @@ def test_the_wheel_holds_one_top_level_package(wheel: Path) -> None:
         "writegate/graph/build.py",
         "writegate/surfaces/web/static/app.js",
         "writegate/approval/policy_default.toml",
-        "writegate/tools/demo/policy.toml",
+        "writegate/demo/policy.toml",
     ):
         assert needed in names, needed
     # What is not the library stays out of it: the benchmark and the test fakes.

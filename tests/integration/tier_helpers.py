@@ -15,10 +15,10 @@ from writegate.approval.execution import Executor
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.policy import Policy, parse_policy
 from writegate.approval.service import ApprovalService, Confirmation
-from writegate.graph.demo import open_demo
-from writegate.graph.runtime import Runtime
-from writegate.tools.demo.batch import close_tickets
-from writegate.tools.demo.policy import DEMO_POLICY_FILE
+from writegate.demo.batch import close_tickets
+from writegate.demo.policy import DEMO_POLICY_FILE
+from writegate.demo.runtime import open_demo
+from writegate.runtime.wiring import Runtime
 
 TENANT = "tenant_hz"
 REQUESTER = Identity("user_42", TENANT)

@@ -16,7 +16,7 @@ from writegate.approval.errors import WritegateError, error_for_code
 ROOT = Path(__file__).resolve().parents[2]
 # Backticked names on a docs line that speaks of codes or errors, which are not codes:
 # an execution status, a tool, a field.
-NOT_CODES = {"failed_terminal", "get_order", "provider_ref"}
+NOT_CODES = {"failed_terminal", "get_order", "provider_ref", "your_answer_was_refused"}
 
 
 def _defining_classes() -> dict[str, type[WritegateError]]:

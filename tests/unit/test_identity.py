@@ -12,12 +12,8 @@ from langgraph.runtime import Runtime
 from langgraph_sdk.auth.types import StudioUser
 
 from writegate.approval.models import Identity
-from writegate.graph.identity import (
-    IdentityConflict,
-    MissingIdentity,
-    ServerUserFields,
-    identity_of,
-)
+from writegate.graph.identity import IdentityConflict, MissingIdentity, identity_of
+from writegate.runtime.wiring import ServerUserFields
 
 
 @dataclass

@@ -21,15 +21,41 @@ ALLOWED: dict[str, set[str]] = {
     "approval": set(),
     "tools": {"approval"},
     "checkpoints": {"approval"},
-    "graph": {"approval", "tools", "checkpoints"},
+    # The composition root: the wiring every way in opens (`runtime.wiring`).
+    "runtime": {"approval", "tools", "checkpoints"},
+    "graph": {"approval", "tools", "checkpoints", "runtime"},
     # The conformance kit that users run against their own tools, beside the surfaces.
-    "testing": {"approval", "tools", "checkpoints", "graph"},
-    "surfaces": {"approval", "tools", "checkpoints", "graph"},
-    "bench": {"approval", "tools", "checkpoints", "graph", "surfaces", "testing"},
+    "testing": {"approval", "tools", "checkpoints", "runtime", "graph"},
+    "surfaces": {"approval", "tools", "checkpoints", "runtime", "graph"},
+    # The demo application. Still reaches below the public face (its runtime, its
+    # migration list, the Studio graph); the design's aim is the public face only.
+    "demo": {"approval", "tools", "checkpoints", "runtime", "graph"},
+    "bench": {
+        "approval", "tools", "checkpoints", "runtime", "graph", "surfaces", "testing", "demo"
+    },
+}  # fmt: skip
+# Modules with a wider allowance than their package. `Writegate`, the library's entry,
+# hands out the graph adapters over the runtime (`tool_node()`, `middleware()`,
+# `build_agent()`): the one module of the root that sits above graph/. The surfaces
+# below still name the demo (its commands, its database's tools, its money format):
+# each is a place to turn around so that the demo plugs into the surfaces instead.
+_SURFACES = {"approval", "tools", "checkpoints", "runtime", "graph"}
+SUB_ALLOWED: dict[str, set[str]] = {
+    "runtime/writegate.py": {"approval", "tools", "checkpoints", "graph"},
+    **{
+        f"surfaces/{module}": _SURFACES | {"demo"}
+        for module in (
+            "served.py",
+            "cli/chat_loop.py",
+            "cli/db.py",
+            "cli/demo_run.py",
+            "cli/ops.py",
+            "web/amounts.py",
+            "web/services.py",
+            "web/views.py",
+        )
+    },
 }
-# Sub-packages with a wider allowance than their package: the demo domain, built with
-# the tool kit, keeps its own tables (a migration list of its own) through checkpoints.
-SUB_ALLOWED: dict[str, set[str]] = {"tools/demo": {"approval", "checkpoints"}}
 # The root package's own modules (the public face and the console entry) sit on top.
 ROOT_MODULES = ("__init__.py", "__main__.py")
 
@@ -80,7 +106,7 @@ def test_every_top_level_package_has_a_place_in_the_layout() -> None:
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_a_package_imports_only_the_layers_below_it(package: str) -> None:
     for path in sorted((ROOT / package).rglob("*.py")):
-        inside = path.parent.relative_to(ROOT).as_posix()
+        inside = path.relative_to(ROOT).as_posix()
         allowed = next(
             (extra for sub, extra in SUB_ALLOWED.items() if inside.startswith(sub)),
             ALLOWED[package],
@@ -235,7 +261,7 @@ def test_only_the_kit_builds_on_the_internal_tool_base() -> None:
 
 
 def test_every_shipped_tool_is_declared_with_write_tool_or_read_tool() -> None:
-    from writegate.tools.demo.domain import default_registry, domain_tools
+    from writegate.demo.domain import default_registry, domain_tools
     from writegate.tools.kit import GuardedTool
     from writegate.tools.kit_spec import CallableTool
 

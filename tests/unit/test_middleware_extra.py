@@ -22,6 +22,6 @@ def test_without_langchain_middleware_names_the_extra(monkeypatch: pytest.Monkey
 
 
 def test_the_core_does_not_import_langchain() -> None:
-    code = "import sys, writegate.graph.writegate; print('langchain' in sys.modules)"
+    code = "import sys, writegate.runtime.writegate; print('langchain' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from writegate.approval.money import amount_display
-from writegate.tools.demo.money import AmountError, format_major, format_minor, parse_major
+from writegate.demo.money import AmountError, format_major, format_minor, parse_major
 
 
 @pytest.mark.parametrize(

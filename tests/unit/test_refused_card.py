@@ -9,7 +9,7 @@ from typing import Any
 
 from writegate.approval.errors import ValidationFailed
 from writegate.approval.models import Proposal, ProposalStatus
-from writegate.graph.messages import REFUSAL_FIELD, approval_request, without_refusal_field
+from writegate.approval.wire import REFUSAL_FIELD, approval_request, without_refusal_field
 
 REFUSED = ValidationFailed("amount_minor: Input should be a valid integer")
 
@@ -39,10 +39,10 @@ def test_args_follow_the_preview_then_the_rest_by_name_whatever_the_stored_order
         assert list(value["action_requests"][0]["args"]) == list(value["args"])
 
 
-def test_a_refused_answer_is_the_cards_first_field_with_what_approve_runs() -> None:
+def test_a_refused_answer_is_the_cards_last_field_with_what_approve_runs() -> None:
     value = approval_request(proposal({"order_id": "ord_1", "amount_minor": 19900}), REFUSED)
     card = value["action_requests"][0]["args"]
-    assert list(card) == [REFUSAL_FIELD, "order_id", "amount_minor"]
+    assert list(card) == ["order_id", "amount_minor", REFUSAL_FIELD]  # above Approve
     assert card[REFUSAL_FIELD].startswith(f"{REFUSED.message} (validation_failed).")
     assert (
         "Approve runs exactly this: Refund order ord_1 (Order ord_1, Amount ¥199.00"

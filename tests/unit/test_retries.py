@@ -25,7 +25,7 @@ from writegate.approval.models import ExecutionStatus, Identity
 from writegate.approval.retention import RetentionPolicy
 from writegate.approval.service import ApprovalService, Confirmation
 from writegate.approval.spec import DownstreamResult
-from writegate.tools.demo.faults import FaultScript, parse_rule
+from writegate.demo.faults import FaultScript, parse_rule
 
 ALICE = Identity("alice", "t1")
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("label")
@@ -291,7 +291,7 @@ def test_retention_days_come_from_the_environment():
     ],
 )
 def test_an_unsettled_write_tells_the_model_not_to_propose_it_again(error):
-    from writegate.graph.messages import error_content
+    from writegate.approval.wire import error_content
 
     of_a_write = error_content(error(execution_id="exec_1", request_key="k1"))
     assert "Do not propose it again" in of_a_write["advice"]

@@ -23,7 +23,7 @@ from writegate.approval.policy import (
 )
 from writegate.approval.risk import assess, check_retyped, requires_fresh_confirmation
 from writegate.approval.service import ApprovalService, Confirmation
-from writegate.tools.demo.policy import DEMO_POLICY_FILE, demo_policy
+from writegate.demo.policy import DEMO_POLICY_FILE, demo_policy
 
 T0 = datetime(2026, 9, 1, 6, 20, tzinfo=UTC)
 ALICE = Identity("alice", "t1")

@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from rich.console import Console, RenderableType
 
 from writegate.approval.models import Proposal, ProposalStatus
-from writegate.graph.messages import approval_request
+from writegate.approval.wire import approval_request
 from writegate.surfaces.cli import admin as cli_admin
 from writegate.surfaces.cli import mcp as cli_mcp
 from writegate.surfaces.cli import ops as cli_ops

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from writegate.checkpoints.pool import Pool
-from writegate.tools.demo.provider_http import HttpProvider
+from writegate.demo.provider_http import HttpProvider
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKER = "tests.integration.fault_scripts.worker"

@@ -28,8 +28,8 @@ from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import open_pool
-from writegate.tools.demo.domain import default_registry
-from writegate.tools.demo.provider_http import HttpProvider
+from writegate.demo.domain import default_registry
+from writegate.demo.provider_http import HttpProvider
 
 
 def kill_at(step: str | None) -> Any:
@@ -89,8 +89,8 @@ def run_graph_job(job: dict[str, Any]) -> dict[str, Any]:
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.types import Command
 
+    from writegate.demo.runtime import open_demo
     from writegate.graph.build import build_graph
-    from writegate.graph.demo import open_demo
     from writegate.graph.scripted import ScriptedChatModel
 
     retry = short_lease(job)

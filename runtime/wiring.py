@@ -3,7 +3,7 @@
 Everything that runs writegate (`Writegate`, the graph, the CLI, the HTTP and MCP
 servers, the reconciler) builds one `Runtime` over the tools it protects and shares its
 pool; LangGraph's Postgres checkpointer uses the same pool, so ledgers and checkpoints
-live in one database. Nothing here knows the demo: `graph/demo.py` opens a runtime over
+live in one database. Nothing here knows the demo: `demo/runtime.py` opens a runtime over
 the demo's tools.
 """
 
@@ -27,8 +27,22 @@ from writegate.checkpoints.presented import PgPresentedQuestions
 from writegate.checkpoints.saver import Saver
 from writegate.checkpoints.schema import setup_database
 from writegate.checkpoints.views import LedgerViews
-from writegate.graph.identity import ServerUserFields
 from writegate.tools.registry import Registry
+
+
+@dataclass(frozen=True)
+class ServerUserFields:
+    """Which fields of LangGraph Server's authenticated user say who acts.
+
+    Each names a field of the user your auth handler returns (a key of its dict, or an
+    attribute). `roles` or `trust` set to None: the server user gives none (no roles;
+    the policy's default trust), and the client may not give any either.
+    """
+
+    user: str = "identity"
+    tenant: str = "tenant_id"
+    roles: str | None = "roles"
+    trust: str | None = "trust"
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Orders: the two reads, and what the refund (tools/demo/refunds.py) needs of an order.
+"""Orders: the two reads, and what the refund (demo/refunds.py) needs of an order.
 
 An order belongs to one user of one tenant; anyone else is told it does not exist.
 `order_view` adds the refundable balance and the display amounts to a row.
@@ -10,10 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from writegate.approval.errors import NotFound
-from writegate.approval.models import Identity
-from writegate.tools.demo.money import format_minor
-from writegate.tools.kit import read_tool
+from writegate import Identity, NotFound, read_tool
+from writegate.demo.money import format_minor
 
 SELECT_ORDER_SQL = """
 SELECT order_id, currency, payable_minor, refunded_minor, shipping_address, version

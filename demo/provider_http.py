@@ -32,15 +32,15 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from psycopg_pool import ConnectionPool
 
-from writegate.approval.errors import (
+from writegate import (
     RateLimited,
     TemporarilyUnavailable,
     UpstreamTimeout,
     WritegateError,
     error_for_code,
 )
-from writegate.tools.demo.faults import FaultScript
-from writegate.tools.demo.provider import SimulatedProvider
+from writegate.demo.faults import FaultScript
+from writegate.demo.provider import SimulatedProvider
 
 REFUNDS = "/v1/refunds"
 _STATUS = {"temporarily_unavailable": 503, "rate_limited": 429, "upstream_timeout": 504}

@@ -2,7 +2,7 @@
 
 What the demo commands (`writegate demo`, `chat`, `serve`, `mcp`, `reconcile`), the
 Studio entry, the tests and the bench run on: writegate's tables and the demo's own
-(`tools/demo/schema.py`), the payment provider (the process at WRITEGATE_PROVIDER_URL,
+(`demo/schema.py`), the payment provider (the process at WRITEGATE_PROVIDER_URL,
 else the in-process simulator), and, for fault testing only, the step at which to kill
 the process (WRITEGATE_FAULT_KILL_AT) and the execution lease
 (WRITEGATE_EXECUTION_LEASE_SECONDS) and the deadline per call
@@ -17,18 +17,18 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
-from writegate.approval.execution import RetryPolicy
+from writegate import RetryPolicy
 from writegate.checkpoints.database import resolve_database_url
 from writegate.checkpoints.migrate import apply_migrations
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.checkpoints.schema import setup_database
-from writegate.graph.runtime import Runtime
-from writegate.tools.demo.domain import default_registry
-from writegate.tools.demo.policy import demo_policy
-from writegate.tools.demo.provider import ProviderClient, SimulatedProvider
-from writegate.tools.demo.provider_http import HttpProvider
-from writegate.tools.demo.schema import DEMO
-from writegate.tools.demo.step_kill import kill_hook_from_env
+from writegate.demo.domain import default_registry
+from writegate.demo.policy import demo_policy
+from writegate.demo.provider import ProviderClient, SimulatedProvider
+from writegate.demo.provider_http import HttpProvider
+from writegate.demo.schema import DEMO
+from writegate.demo.step_kill import kill_hook_from_env
+from writegate.runtime.wiring import Runtime
 
 LEASE_ENV = "WRITEGATE_EXECUTION_LEASE_SECONDS"
 CALL_TIMEOUT_ENV = "WRITEGATE_CALL_TIMEOUT_SECONDS"
@@ -78,7 +78,7 @@ def open_demo(
 ) -> DemoRuntime:
     """Open the demo on `url` (resolved as the CLI does when None): its tables set up
     unless `setup=False`; `options` go to `Runtime.open` (policy, retry, step_hook, ...);
-    the policy is the demo's own (`tools/demo/policy.toml`) unless one is given.
+    the policy is the demo's own (`demo/policy.toml`) unless one is given.
     `pool`: one already open on `url` (the bench's counting pool)."""
     if options.get("policy") is None:
         options["policy"] = demo_policy()  # before the database: a bad file stops here

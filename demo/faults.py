@@ -1,6 +1,6 @@
 """Fault strategies for the provider simulator: the failures a real payment API has.
 
-A `FaultScript` is a `ProviderFaults` (see `tools/demo/provider.py`): before and after each
+A `FaultScript` is a `ProviderFaults` (see `demo/provider.py`): before and after each
 refund, and before each lookup, it takes the next step of the first rule that matches
 the call and acts it out:
 
@@ -18,7 +18,7 @@ repeats a step, a bare `*` repeats it forever; `lookup:` rules apply to lookups.
 Several rules are separated by `;` in `WRITEGATE_PROVIDER_FAULTS`.
 
 In process, a stall is nothing and a fault is an exception; the HTTP simulator
-(`tools/demo/provider_http.py`) passes `stall` and `die` so the same steps become a real
+(`demo/provider_http.py`) passes `stall` and `die` so the same steps become a real
 hung socket and a real dead process.
 """
 
@@ -32,12 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from writegate.approval.errors import (
-    ExecutionFailed,
-    RateLimited,
-    TemporarilyUnavailable,
-    UpstreamTimeout,
-)
+from writegate import ExecutionFailed, RateLimited, TemporarilyUnavailable, UpstreamTimeout
 
 FAULTS_ENV = "WRITEGATE_PROVIDER_FAULTS"
 STEPS = frozenset(

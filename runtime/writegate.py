@@ -51,8 +51,8 @@ from writegate.graph.build import build_graph
 from writegate.graph.identity import identity_of, thread_of
 from writegate.graph.nodes import LIBRARY_PROMPT
 from writegate.graph.orphans import ORPHAN_GRACE, orphaned
-from writegate.graph.runtime import Runtime
 from writegate.graph.tool_node import build_before_model, build_tool_node
+from writegate.runtime.wiring import Runtime
 from writegate.tools.kit import GuardedTool
 from writegate.tools.registry import Registry
 
@@ -272,21 +272,31 @@ class Writegate:
         return end_thread(self.runtime.service, _acting(identity), thread_id, why)
 
     def orphaned(
-        self, older_than: timedelta = ORPHAN_GRACE, tenant_id: str | None = None
-    ) -> list[ProposalView]:
+        self,
+        older_than: timedelta = ORPHAN_GRACE,
+        tenant_id: str | None = None,
+        page: PageArgs | None = None,
+    ) -> Page[ProposalView]:
         """Open proposals whose thread, checkpointed in this database, no longer asks
         them (ended elsewhere; see graph/orphans.py), older than `older_than`, of
-        `tenant_id` or of every tenant."""
-        found = orphaned(self.runtime, self.checkpointer, older_than, tenant_id)
-        return [ProposalView.of(proposal) for proposal in found]
+        `tenant_id` or of every tenant: every one (oldest first), or the page `page`
+        asks for (its `next_cursor` continues the walk; docs/paging.md)."""
+        found = orphaned(self.runtime, self.checkpointer, older_than, tenant_id, page)
+        return Page([ProposalView.of(proposal) for proposal in found], found.next_cursor)
 
     def end_orphaned(
-        self, operator: str, older_than: timedelta = ORPHAN_GRACE, tenant_id: str | None = None
-    ) -> list[ProposalView]:
-        """Cancel what `orphaned` lists, each audited as ended by `operator` (in the
-        proposal's tenant), `thread_ended`. What was cancelled."""
+        self,
+        operator: str,
+        older_than: timedelta = ORPHAN_GRACE,
+        tenant_id: str | None = None,
+        page: PageArgs | None = None,
+    ) -> Page[ProposalView]:
+        """Cancel what `orphaned` lists (every one, or that page's), each audited as
+        ended by `operator` (in the proposal's tenant), `thread_ended`. What was
+        cancelled, with the listing's `next_cursor`."""
+        found = orphaned(self.runtime, self.checkpointer, older_than, tenant_id, page)
         ended: list[ProposalView] = []
-        for proposal in orphaned(self.runtime, self.checkpointer, older_than, tenant_id):
+        for proposal in found:
             who = Identity(user_id=operator, tenant_id=proposal.tenant_id)
             cancelled = end_thread(
                 self.runtime.service,
@@ -298,7 +308,7 @@ class Writegate:
             )
             if cancelled:
                 ended.append(ProposalView.of(proposal))
-        return ended
+        return Page(ended, found.next_cursor)
 
     # -- lifetime ---------------------------------------------------------------------
 

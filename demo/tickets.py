@@ -1,4 +1,4 @@
-"""Support tickets: two reads (here) and the two writes (tools/demo/ticket_writes.py).
+"""Support tickets: two reads (here) and the two writes (demo/ticket_writes.py).
 
 Status moves along open -> in_progress -> resolved -> closed. Also allowed: open ->
 resolved (fixed at once), in_progress -> open (back to the queue) and resolved -> open
@@ -14,10 +14,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
+from writegate import Identity, InvalidTransition, NotFound, read_tool
 from writegate.approval.canonical import to_rfc3339
-from writegate.approval.errors import InvalidTransition, NotFound
-from writegate.approval.models import Identity
-from writegate.tools.kit import read_tool
 
 TicketStatus = Literal["open", "in_progress", "resolved", "closed"]
 TICKET_STATUSES: tuple[str, ...] = get_args(TicketStatus)

@@ -28,11 +28,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from writegate.checkpoints.database import resolve_database_url
 from writegate.checkpoints.schema import setup_database
+from writegate.demo.domain import default_registry
+from writegate.demo.prompt import DEMO_PROMPT
+from writegate.demo.runtime import open_demo
 from writegate.graph.build import build_graph
-from writegate.graph.demo import open_demo
 from writegate.graph.model import build_chat_model
-from writegate.graph.runtime import Runtime
-from writegate.tools.demo.domain import default_registry
+from writegate.runtime.wiring import Runtime
 
 
 class LazyRuntime:
@@ -85,7 +86,9 @@ def tool_specs() -> list[dict[str, Any]]:
 def make_graph(runtime: Runtime | LazyRuntime) -> Any:
     """The writegate graph on `runtime`, without a checkpointer, as a server wants it."""
     model = build_chat_model(tool_specs())  # bound here so compiling opens nothing
-    return build_graph(cast(Runtime, runtime), model=model, checkpointer=None)
+    return build_graph(
+        cast(Runtime, runtime), model=model, checkpointer=None, system_prompt=DEMO_PROMPT
+    )
 
 
 @asynccontextmanager

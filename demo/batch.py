@@ -23,19 +23,21 @@ import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import Field
 
-from writegate.approval.canonical import digest
-from writegate.approval.errors import (
+from writegate import (
+    Checked,
     ExecutionFailed,
+    Identity,
     NotFound,
+    PreviewField,
     ScopeChanged,
     StateChanged,
+    ToolPreview,
     ValidationFailed,
     WritegateError,
+    write_tool,
 )
-from writegate.approval.models import Identity
-from writegate.tools.demo.tickets import TicketId, check_transition, own_ticket, ticket_view
-from writegate.tools.kit import write_tool
-from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
+from writegate.approval.canonical import digest
+from writegate.demo.tickets import TicketId, check_transition, own_ticket, ticket_view
 
 MAX_BATCH = 200
 FROM_STATUS, TO_STATUS = "resolved", "closed"

@@ -20,17 +20,20 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from writegate.approval.errors import (
-    IdempotencyConflict,
+from writegate import (
+    Checked,
+    GuardedTool,
+    Identity,
+    PreviewField,
     StateChanged,
+    ToolPreview,
     ValidationFailed,
+    write_tool,
 )
-from writegate.approval.models import Identity
-from writegate.tools.demo.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
-from writegate.tools.demo.orders import SELECT_ORDER_SQL, OrderId, order_view, own_order
-from writegate.tools.demo.provider import ProviderClient
-from writegate.tools.kit import GuardedTool, write_tool
-from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
+from writegate.approval.errors import IdempotencyConflict
+from writegate.demo.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
+from writegate.demo.orders import SELECT_ORDER_SQL, OrderId, order_view, own_order
+from writegate.demo.provider import ProviderClient
 
 RESERVE_REFUND_SQL = """
 UPDATE orders SET refunded_minor = refunded_minor + %s, version = version + 1

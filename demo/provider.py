@@ -22,8 +22,8 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
+from writegate import ValidationFailed
 from writegate.approval.canonical import digest, to_rfc3339
-from writegate.approval.errors import ValidationFailed
 
 INSERT_PROVIDER_REFUND_SQL = """
 INSERT INTO provider.refunds

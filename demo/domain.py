@@ -6,13 +6,13 @@ there is no private path for the demo.
 
 from __future__ import annotations
 
-from writegate.tools.demo.batch import close_tickets
-from writegate.tools.demo.orders import get_order, list_orders
-from writegate.tools.demo.provider import ProviderClient
-from writegate.tools.demo.refunds import refund_order_tool
-from writegate.tools.demo.ticket_writes import create_ticket, update_ticket
-from writegate.tools.demo.tickets import get_ticket, list_tickets
-from writegate.tools.kit import GuardedTool
+from writegate import GuardedTool
+from writegate.demo.batch import close_tickets
+from writegate.demo.orders import get_order, list_orders
+from writegate.demo.provider import ProviderClient
+from writegate.demo.refunds import refund_order_tool
+from writegate.demo.ticket_writes import create_ticket, update_ticket
+from writegate.demo.tickets import get_ticket, list_tickets
 from writegate.tools.registry import Registry
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from writegate.approval.errors import IdempotencyConflict, StateChanged
-from writegate.approval.models import Identity
-from writegate.tools.demo.tickets import (
+from writegate import Checked, Identity, PreviewField, StateChanged, ToolPreview, write_tool
+from writegate.approval.errors import IdempotencyConflict
+from writegate.demo.tickets import (
     INSERT_TICKET_SQL,
     NEW_TICKET_RESOURCE,
     NEXT_TICKET_NUMBER_SQL,
@@ -28,8 +28,6 @@ from writegate.tools.demo.tickets import (
     own_ticket,
     ticket_view,
 )
-from writegate.tools.kit import write_tool
-from writegate.tools.kit_spec import Checked, PreviewField, ToolPreview
 
 
 def _check_update(

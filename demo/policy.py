@@ -1,6 +1,6 @@
 """The demo application's approval policy: writegate's tiers, with its operations listed.
 
-`tools/demo/policy.toml` is what a user's own policy file is: the shipped one, plus the
+`demo/policy.toml` is what a user's own policy file is: the shipped one, plus the
 application's `[operations.<tool>]` (sensitivity and the field a retype tier asks
 for). Every demo entry point reads it through `demo_policy`, so tokens agree across
 processes; `WRITEGATE_POLICY_FILE` still names another file for all of them.
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from writegate.approval.policy import Policy, load_policy
+from writegate import Policy
+from writegate.approval.policy import load_policy
 
 DEMO_POLICY_FILE = Path(__file__).with_name("policy.toml")
 

@@ -1,0 +1,16 @@
+"""The demo application, built with the public kit as anyone's tools are: orders and
+refunds through a payment provider (its simulator and HTTP client), support tickets, a
+batch close, their tables (`schema.py`, a migration list of their own), seed data,
+fault scripts, its policy (`policy.toml`), its agent's prompt (`prompt.py`), its
+runtime (`runtime.py`) and the Studio entry (`studio.py`, which `langgraph.json`
+serves as `writegate`). Only the demo's commands, the tests and the bench load it;
+the library never does.
+"""
+
+if __name__ != "writegate.demo":  # the repository root is the package `writegate`
+    raise ImportError(f"import writegate.demo, not {__name__} (see CONTRIBUTING.md)")
+
+from writegate.demo.domain import default_registry, domain_tools
+from writegate.demo.provider import ProviderClient, SimulatedProvider
+
+__all__ = ["ProviderClient", "SimulatedProvider", "default_registry", "domain_tools"]

@@ -1,0 +1,54 @@
+"""The demo is an application of the library: it imports what `writegate` exports
+(`writegate/__init__.py`'s `__all__`) and its own modules. What it still takes from
+below the public face is pinned here, name by name, so that the list can only shrink:
+a new reach into writegate's internals fails this test."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import writegate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# (module, name) the demo imports from below the public face, today.
+BELOW_THE_FACE = {
+    ("writegate.approval.canonical", "digest"),
+    ("writegate.approval.canonical", "to_rfc3339"),
+    ("writegate.approval.errors", "IdempotencyConflict"),
+    ("writegate.approval.money", "grouped"),
+    ("writegate.approval.money", "minor_exponent"),
+    ("writegate.approval.policy", "load_policy"),
+    ("writegate.checkpoints.database", "resolve_database_url"),
+    ("writegate.checkpoints.migrate", "MigrationList"),
+    ("writegate.checkpoints.migrate", "apply_migrations"),
+    ("writegate.checkpoints.pool", "Pool"),
+    ("writegate.checkpoints.pool", "open_pool"),
+    ("writegate.checkpoints.schema", "setup_database"),
+    ("writegate.graph.build", "build_graph"),
+    ("writegate.graph.model", "build_chat_model"),
+    ("writegate.runtime.wiring", "Runtime"),
+    ("writegate.tools.registry", "Registry"),
+}
+
+
+def _demo_imports() -> set[tuple[str, str]]:
+    found = set()
+    for path in sorted((ROOT / "demo").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {(alias.name, "") for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found |= {(node.module, alias.name) for alias in node.names}
+    return found
+
+
+def test_the_demo_imports_the_public_face_its_own_modules_and_only_the_pinned_rest() -> None:
+    own = [(m, n) for m, n in _demo_imports() if m == "writegate" or m.startswith("writegate.")]
+    face = {n for m, n in own if m == "writegate"}
+    assert face <= set(writegate.__all__), (
+        f"not exported by writegate: {face - set(writegate.__all__)}"
+    )
+    below = {(m, n) for m, n in own if m != "writegate" and not m.startswith("writegate.demo")}
+    assert below == BELOW_THE_FACE
