@@ -573,8 +573,7 @@ class Executor:
 
     def policy_for(self, spec: ToolSpec) -> RetryPolicy:
         """The tool's own retry policy (`write_tool(retry=...)`), else this executor's."""
-        own: RetryPolicy | None = getattr(spec, "retry", None)
-        return own if own is not None else self.retry
+        return spec.retry if spec.retry is not None else self.retry
 
     def send(self, spec: ToolSpec, execution: Execution) -> DownstreamResult | WritegateError:
         """Call the downstream for `execution` under the tool's retry policy (see

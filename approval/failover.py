@@ -169,10 +169,10 @@ class FailoverCheck:
         listed: dict[str, dict[str, dict[str, Any]]] = {}
         for operation in promotion.operations:
             spec = self.service.spec_for(operation)
-            if not getattr(spec, "has_applied_since", False):
+            if not spec.has_applied_since:
                 continue
             try:
-                records = spec.applied_downstream_since(since)  # type: ignore[attr-defined]
+                records = spec.applied_downstream_since(since)
             except Exception as exc:
                 if not final:
                     raise _Unanswered from exc
@@ -197,7 +197,7 @@ class FailoverCheck:
         records = listed.get(proposal.operation)
         record = None if records is None else records.get(proposal.request_key)
         reason: dict[str, Any]
-        if not getattr(spec, "has_lookup", True):
+        if not spec.has_lookup:
             if records is None:
                 return self._escalate_proposal(promotion, proposal, {"reason": "no_lookup"})
             if record is None:

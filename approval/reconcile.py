@@ -207,7 +207,7 @@ class Reconciler:
         execution = item.execution
         self.step_hook("claimed")
         spec = self.service.spec_for(execution.operation)  # claimed: one of our tools
-        if getattr(spec, "has_lookup", True):
+        if spec.has_lookup:
             try:
                 with acting_for(Identity(execution.subject, execution.tenant_id)):
                     found = spec.lookup_downstream(execution.args, execution.request_key)
@@ -223,7 +223,7 @@ class Reconciler:
                 return self._settle(item, found, "found")
         elif item.previous_status == ExecutionStatus.FAILED_RETRYABLE.value:
             return self._send_again(item, spec)  # every attempt was refused: none applied
-        elif not getattr(spec, "dedupes_by_key", False):
+        elif not spec.dedupes_by_key:
             # Nobody can tell whether it applied: sending it again could do it twice.
             return self._escalate(item, {"reason": "no_lookup"})
         # From here a second send relies on the downstream's memory of keys: its lookup

@@ -242,9 +242,7 @@ class ApprovalService:
             cls = InProgress if running.status in waiting else OutcomeUnknown
             raise cls(execution_id=running.execution_id, request_key=running.request_key)
         ctx = ToolContext(identity, tx.conn, thread_id)
-        freeze = getattr(spec, "freeze_scope", None)
-        if callable(freeze):  # a batch: its exact resource set becomes part of the arguments
-            args = freeze(ctx, args)
+        args = spec.freeze_scope(ctx, args)  # a batch: its exact resource set joins them
         seen = spec.validate(ctx, args)
         if (
             open_one is not None
@@ -257,12 +255,10 @@ class ApprovalService:
         now = found.now or tx.now()  # the clock the lookup read, if the store has one
         proposal_id = new_id("prop")
         preview = spec.preview(args, seen).to_dict()
-        hook = getattr(spec, "risk_inputs", None)
-        risk = assess(self.policy.risk, risk_inputs(spec.name, args, preview, identity, hook))
+        declared = spec.risk_inputs(args)
+        risk = assess(self.policy.risk, risk_inputs(spec.name, args, preview, identity, declared))
         # the policy's word on this operation, else the tool's own, its tier's, the default
-        waits = self.policy.proposal_ttl_for(
-            spec.name, risk.tier, getattr(spec, "expires_in", None)
-        )
+        waits = self.policy.proposal_ttl_for(spec.name, risk.tier, spec.expires_in)
         # Added beside the fields, never instead of one: the person still sees everything.
         preview["confirmation"] = risk.confirmation(self.policy, waits)
         proposal = Proposal(
