@@ -4,25 +4,14 @@ approvals, recent ones, a thread's, the threads themselves. Read-only, never a w
 from __future__ import annotations
 
 from writegate.checkpoints.ledger_sql import after_created
+from writegate.checkpoints.namespace import Statements
 from writegate.checkpoints.statuses import PENDING_SQL
-
-NOW_SQL = "SELECT now() AS now"
 
 PROPOSAL_COLUMNS = """
 proposal_id, thread_id, tool_call_id, subject, tenant_id, operation, resource, args,
 args_digest, preview, policy_version, status, superseded_by, decided_by, decided_at,
 second_approver, created_at, expires_at"""
 
-# A page of a requester's proposals: keyset on (created_at, proposal_id), neither ever
-# updated (core migration 9 indexes it); `{where}` only of MINE_FILTERS' and
-# MINE_AFTER's fixed texts. `pending`: open, and not past expiry on the database clock
-# (right-open); a confirmed one is open only while its thread still asks (after a
-# second approval), which the HTTP service checks against the thread.
-MINE_PAGE_SQL = f"""
-SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
-WHERE tenant_id = %(tenant_id)s AND subject = %(subject)s{{where}}
-ORDER BY created_at {{direction}}, proposal_id {{direction}}
-LIMIT %(limit)s"""
 MINE_FILTERS = {
     "pending": f"status IN ({PENDING_SQL}) AND expires_at > now()",
     "status": "status = %(status)s",
@@ -32,8 +21,27 @@ MINE_FILTERS = {
 }
 MINE_AFTER = after_created("proposal_id")
 
-# Each with its execution's id, if it ran (one at most: writegate.executions.proposal_id is unique).
-LIST_THREAD_PROPOSALS_SQL = f"""
+
+class ViewsSQL(Statements):
+    """The read views' statements, written for the default schema;
+    `sql_for(ViewsSQL, schema)` holds them for another."""
+
+    NOW_SQL = "SELECT now() AS now"
+
+    # A page of a requester's proposals: keyset on (created_at, proposal_id), neither ever
+    # updated (core migration 9 indexes it); `{where}` only of MINE_FILTERS' and
+    # MINE_AFTER's fixed texts. `pending`: open, and not past expiry on the database clock
+    # (right-open); a confirmed one is open only while its thread still asks (after a
+    # second approval), which the HTTP service checks against the thread.
+    MINE_PAGE_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
+WHERE tenant_id = %(tenant_id)s AND subject = %(subject)s{{where}}
+ORDER BY created_at {{direction}}, proposal_id {{direction}}
+LIMIT %(limit)s"""
+
+    # Each with its execution's id, if it ran (one at most: writegate.executions.proposal_id
+    # is unique).
+    LIST_THREAD_PROPOSALS_SQL = f"""
 SELECT {PROPOSAL_COLUMNS},
     (SELECT e.execution_id FROM writegate.executions e
      WHERE e.proposal_id = writegate.proposals.proposal_id) AS execution_id
@@ -41,12 +49,12 @@ FROM writegate.proposals
 WHERE thread_id = %s AND tenant_id = %s AND subject = %s
 ORDER BY created_at, proposal_id"""
 
-SELECT_EXECUTIONS_FOR_SQL = """
+    SELECT_EXECUTIONS_FOR_SQL = """
 SELECT proposal_id, execution_id, status FROM writegate.executions
 WHERE proposal_id = ANY(%s)"""
 
-# Top-level checkpoints only (checkpoint_ns = ''): subgraph checkpoints are not threads.
-LIST_CHECKPOINT_THREADS_SQL = """
+    # Top-level checkpoints only (checkpoint_ns = ''): subgraph checkpoints are not threads.
+    LIST_CHECKPOINT_THREADS_SQL = """
 SELECT thread_id,
        max(metadata->>'user_id') AS user_id,
        max(metadata->>'tenant_id') AS tenant_id,
@@ -60,8 +68,9 @@ GROUP BY thread_id
 ORDER BY max(checkpoint->>'ts') DESC
 LIMIT %(limit)s
 """
-# Pending (approval/models.py PENDING): a question open, or confirmed and not executed.
-PENDING_PROPOSALS_SQL = f"""
+
+    # Pending (approval/models.py PENDING): a question open, or confirmed and not executed.
+    PENDING_PROPOSALS_SQL = f"""
 SELECT proposal_id, thread_id, subject, tenant_id, operation, status, preview,
        expires_at, expires_at <= now() AS expired, created_at
 FROM writegate.proposals
