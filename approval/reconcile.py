@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from writegate.approval import tracing
 from writegate.approval.audit import RECONCILER, reconcile_audit
@@ -116,6 +116,21 @@ def receipt_for(
     return execution_outcome(
         owned_execution(store, identity, proposal_id, execution_id=execution_id)
     )
+
+
+class ReconcilerOptions(TypedDict, total=False):
+    """`Reconciler`'s keyword arguments (and `Writegate.reconciler`'s), each optional."""
+
+    policy: ReconcilePolicy
+    """How often it checks, when it escalates, how long keys are kept."""
+    retry: RetryPolicy
+    """The deadline and retries of a send again (default: the executor's)."""
+    owner: str
+    """Its name on the leases it takes (default: host, process and a random id)."""
+    step_hook: Callable[[str], None]
+    """Called at each step; the fault-injection tests stop a process there."""
+    sleep: Callable[[float], None]
+    """How it waits between retries (default `time.sleep`)."""
 
 
 class Reconciler:
