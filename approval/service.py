@@ -20,6 +20,7 @@ from writegate.approval.canonical import (
     check_input,
     digest,
     hash_secret,
+    new_secret,
     request_fingerprint,
 )
 from writegate.approval.decisions import Cancel, Confirm, Decline, Edit
@@ -132,11 +133,6 @@ ConfirmStage = Executed | Waiting | Reconfirm | Confirming | Closed | WritegateE
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_urlsafe(12)}"
-
-
-def new_secret() -> str:
-    """A confirmation token's secret, shown once; the ledger keeps its hash."""
-    return "wgt_" + secrets.token_urlsafe(32)
 
 
 class ApprovalService:
