@@ -38,9 +38,6 @@ if TYPE_CHECKING:
         Decline,
         Edit,
     )
-    from writegate.approval.downstream import (
-        RetryPolicy,
-    )
     from writegate.approval.errors import (
         ClarificationNeeded,
         ExecutionFailed,
@@ -65,6 +62,9 @@ if TYPE_CHECKING:
     )
     from writegate.approval.policy import (
         Policy,
+    )
+    from writegate.approval.retry import (
+        RetryPolicy,
     )
     from writegate.approval.views import (
         AuditRow,
@@ -183,7 +183,7 @@ _WHERE = {
     "Receipt": "writegate.approval.models",
     "RejectDecision": "writegate.approval.contract",
     "RespondWith": "writegate.approval.contract",
-    "RetryPolicy": "writegate.approval.downstream",
+    "RetryPolicy": "writegate.approval.retry",
     "ReviewConfig": "writegate.approval.contract",
     "ScopeChanged": "writegate.approval.errors",
     "ScopeOf": "writegate.tools.kit_spec",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -167,6 +168,11 @@ def request_fingerprint(tenant_id: str, tool_name: str, args: dict[str, Any]) ->
     """
     request = {"tenant_id": tenant_id, "tool_name": tool_name, "arguments": args}
     return digest(request, LEGACY_SCHEME)
+
+
+def new_secret() -> str:
+    """A confirmation token's secret, shown once; the ledger keeps its hash."""
+    return "wgt_" + secrets.token_urlsafe(32)
 
 
 def hash_secret(secret: str) -> str:

@@ -22,7 +22,6 @@ The words (claim, lease, straggler, ...) are defined in docs/glossary.md.
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 import time
 from collections.abc import Callable
@@ -80,7 +79,15 @@ from writegate.approval.models import (
 )
 from writegate.approval.outcomes import execution_outcome, proposal_error
 from writegate.approval.risk import requires_fresh_confirmation
-from writegate.approval.service import ApprovalService, new_id
+from writegate.approval.service import (
+    ApprovalService,
+    Closed,
+    Confirming,
+    Executed,
+    Reconfirm,
+    Waiting,
+    new_id,
+)
 from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, acting_for
 from writegate.approval.store import Claim, LedgerTx, Locked
 from writegate.approval.straggler import Straggler
@@ -118,14 +125,37 @@ class SecondApproval:
 
 
 @dataclass(frozen=True)
-class _Via:
-    """How a confirm reached the executor: the person's decision, or a presented token."""
+class _Confirm:
+    """The person's confirm, taken by server-side code (the graph's write node).
 
-    operation: str | None
-    decision: Confirm | None = None
-    secret: str | None = None
-    proposal_id: str | None = None
+    `replayed`, asked only if the confirm is refused: True when this answer was given
+    and refused before (a re-run node replays it), so that refusal is not audited twice."""
+
+    decision: Confirm
+    operation: str | None = None
     replayed: Callable[[], bool] | None = None
+
+    @property
+    def proposal_id(self) -> str:
+        return self.decision.proposal_id
+
+    def refused_before(self) -> bool:
+        return self.replayed is not None and self.replayed()
+
+
+@dataclass(frozen=True)
+class _Presented:
+    """A confirmation token a client presents (HTTP, MCP, the CLI), for its proposal."""
+
+    secret: str
+    proposal_id: str | None = None
+    operation: str | None = None
+
+    def refused_before(self) -> bool:
+        return False  # every presentation is a request of its own, audited
+
+
+_Entry = _Confirm | _Presented
 
 
 @dataclass(frozen=True)
@@ -181,7 +211,7 @@ class Executor:
         `replayed`, asked only if the confirm is refused: True when this answer was
         given and refused before (a re-run node replays its earlier answers), so its
         refusal, audited then, is not audited again."""
-        return self._run(identity, _Via(operation, decision=decision, replayed=replayed))
+        return self._run(identity, _Confirm(decision, operation, replayed))
 
     def execute(
         self,
@@ -192,7 +222,7 @@ class Executor:
         operation: str | None = None,
     ) -> Receipt:
         """Execute with the confirmation token a client presents (HTTP, MCP, CLI)."""
-        result = self._run(identity, _Via(operation, secret=token, proposal_id=proposal_id))
+        result = self._run(identity, _Presented(token, proposal_id, operation))
         assert isinstance(result, Receipt)  # a token is issued after any second approval
         return result
 
@@ -237,10 +267,10 @@ class Executor:
         """`approve_as_second`'s claim: the requester's confirm of their proposal, whose
         token the approval issued, under a savepoint, so that a refusal undoes only the
         claim; it is audited and returned, for after the commit."""
-        via = _Via(None, decision=Confirm(action="confirm", proposal_id=approved.proposal_id))
+        entry = _Confirm(Confirm(action="confirm", proposal_id=approved.proposal_id))
         try:
             with tx.savepoint():
-                return self._claim(tx, requester, via, started)
+                return self._claim_confirm(tx, requester, entry, started)
         except WritegateError as exc:
             if is_database_outage(exc):
                 raise
@@ -252,9 +282,11 @@ class Executor:
 
     # -- the one path -----------------------------------------------------------------
 
-    def _run(self, identity: Identity, via: _Via) -> Receipt | AwaitingSecond:
-        pid = via.decision.proposal_id if via.decision else via.proposal_id
-        by_token = hash_secret(via.secret) if via.secret and pid is None else None
+    def _run(self, identity: Identity, entry: _Entry) -> Receipt | AwaitingSecond:
+        pid = entry.proposal_id
+        by_token = (
+            hash_secret(entry.secret) if isinstance(entry, _Presented) and pid is None else None
+        )
         parent = tracing.recall(self.store, proposal_id=pid, token_hash=by_token)
         with tracing.span(
             "writegate.execute", parent, proposal_id=pid, tenant_id=identity.tenant_id
@@ -262,11 +294,15 @@ class Executor:
             started = time.perf_counter()
             try:
                 with self.store.transaction() as tx:
-                    claimed = self._claim(tx, identity, via, started)
+                    claimed = (
+                        self._claim_confirm(tx, identity, entry, started)
+                        if isinstance(entry, _Confirm)
+                        else self._claim_presented(tx, identity, entry, started)
+                    )
             except WritegateError as exc:
                 # An outage's audit row could not be written either; a replay's was written.
-                if not is_database_outage(exc) and not (via.replayed and via.replayed()):
-                    self._audit_refusal(identity, pid, via.operation, exc, started)
+                if not is_database_outage(exc) and not entry.refused_before():
+                    self._audit_refusal(identity, pid, entry.operation, exc, started)
                 raise
             return self._proceed(identity, claimed, started)
 
@@ -290,60 +326,63 @@ class Executor:
             return execution_outcome(execution)  # a hand-over: in progress, for reconcile
         return self._run_downstream(identity, claimed.spec, claimed.proposal, execution, started)
 
-    def _claim(self, tx: LedgerTx, identity: Identity, via: _Via, started: float) -> _Run | _Answer:
-        """The claim's transaction (see the module docstring)."""
-        presented: Token | None = None
-        if via.secret is not None:
-            presented = tx.get_token(hash_secret(via.secret))
-            if presented is None:
-                return self._unknown_token(tx, identity, via, started)
-            proposal_id = via.proposal_id or presented.proposal_id
-        else:
-            assert via.decision is not None
-            proposal_id = via.decision.proposal_id
-        locked = tx.lock_proposal(proposal_id)
-        if presented is not None:
-            replaced = locked.token is None or locked.token.token_hash != presented.token_hash
-            if replaced and presented.proposal_id == proposal_id:
-                # Replaced by a later confirm of its proposal after it was read.
-                return self._unknown_token(tx, identity, via, started)
-            self._check_token(tx, identity, presented, locked, proposal_id, via.operation)
-            proposal = locked.proposal
-            assert proposal is not None  # the token's own proposal: _check_token found it
-            return self._claim_confirmed(tx, identity, proposal, presented, locked, started)
-        assert via.decision is not None
-        proposal = self.service.mine(identity, locked.proposal, proposal_id)
-        if via.operation is not None and via.operation != proposal.operation:
-            raise OperationMismatch(expected=via.operation, token_operation=proposal.operation)
-        status = proposal.status
-        if status is ProposalStatus.EXECUTED:
-            return self._duplicate(tx, identity, proposal, locked.execution, started)
-        if status is ProposalStatus.AWAITING_SECOND:  # confirmed already; the approver is next
-            expired = self.service.expire_if_due(tx, identity, proposal, started)
-            return _Answer(expired or AwaitingSecond(proposal))
-        if status is ProposalStatus.CONFIRMED:  # its token issued before (a second approval)
-            token = locked.token
-            if token is None or token.status is not TokenStatus.ISSUED:
-                return self._duplicate(tx, identity, proposal, locked.execution, started)
-            self._check_token(tx, identity, token, locked, proposal_id, via.operation)
-            return self._claim_confirmed(tx, identity, proposal, token, locked, started)
-        if status is not ProposalStatus.AWAITING:
-            ended = proposal_error(status, proposal.proposal_id, proposal.decision_reason)
-            raise ended or ProposalNotPending(proposal_id=proposal_id, state=status.value)
+    def _claim_confirm(
+        self, tx: LedgerTx, identity: Identity, entry: _Confirm, started: float
+    ) -> _Run | _Answer:
+        """The claim of the person's confirm: where the confirm stands (the service's one
+        status switch), then the run it allows, or what the caller is told instead."""
+        locked = tx.lock_proposal(entry.proposal_id)
         with tracing.span(
             "writegate.decide",
-            proposal_id=proposal.proposal_id,
+            proposal_id=entry.proposal_id,
             tenant_id=identity.tenant_id,
             action="confirm",
         ):
-            instead = self.service.confirming(tx, identity, proposal, via.decision, started)
-        if instead is not None:
-            answer = AwaitingSecond(instead) if isinstance(instead, Proposal) else instead
-            return _Answer(answer)
-        # The token is issued and consumed by this very claim: its secret is never shown.
-        token = self.service.new_token(tx, proposal, "wgt_" + secrets.token_urlsafe(32))
-        confirmed = decision_audit(identity, proposal, "confirmed", started)
-        return self._claim_with(tx, identity, proposal, token, locked, started, confirmed)
+            stage = self.service.confirm_stage(
+                tx, identity, locked.proposal, entry.decision, started, operation=entry.operation
+            )
+        if isinstance(stage, Confirming):  # issued and consumed by this claim, never shown
+            confirmed = decision_audit(identity, stage.proposal, "confirmed", started)
+            return self._claim_with(
+                tx, identity, stage.proposal, stage.token, locked, started, confirmed
+            )
+        if isinstance(stage, Reconfirm):  # its token issued before (a second approval)
+            token = locked.token
+            if token is None or token.status is not TokenStatus.ISSUED:
+                return self._duplicate(tx, identity, stage.proposal, locked.execution, started)
+            proposal = self._check_token(
+                tx, identity, token, locked, entry.proposal_id, entry.operation
+            )
+            return self._claim_confirmed(tx, identity, proposal, token, locked, started)
+        if isinstance(stage, Executed):
+            return self._duplicate(tx, identity, stage.proposal, locked.execution, started)
+        if isinstance(stage, Waiting):  # confirmed; the approver is next
+            if stage.now:
+                return _Answer(AwaitingSecond(stage.proposal))
+            expired = self.service.expire_if_due(tx, identity, stage.proposal, started)
+            return _Answer(expired or AwaitingSecond(stage.proposal))
+        if isinstance(stage, Closed):
+            status, pid = stage.proposal.status, stage.proposal.proposal_id
+            ended = proposal_error(status, pid, stage.proposal.decision_reason)
+            raise ended or ProposalNotPending(proposal_id=pid, state=status.value)
+        return _Answer(stage)  # expired, recorded
+
+    def _claim_presented(
+        self, tx: LedgerTx, identity: Identity, entry: _Presented, started: float
+    ) -> _Run | _Answer:
+        """The claim of a presented token: checked against its caller and the stored
+        snapshot, then the run it allows (or its replay's answer)."""
+        presented = tx.get_token(hash_secret(entry.secret))
+        if presented is None:
+            return self._unknown_token(tx, identity, entry, started)
+        proposal_id = entry.proposal_id or presented.proposal_id
+        locked = tx.lock_proposal(proposal_id)
+        replaced = locked.token is None or locked.token.token_hash != presented.token_hash
+        if replaced and presented.proposal_id == proposal_id:
+            # Replaced by a later confirm of its proposal after it was read.
+            return self._unknown_token(tx, identity, entry, started)
+        proposal = self._check_token(tx, identity, presented, locked, proposal_id, entry.operation)
+        return self._claim_confirmed(tx, identity, proposal, presented, locked, started)
 
     def _claim_confirmed(
         self,
@@ -435,14 +474,15 @@ class Executor:
         locked: Locked,
         proposal_id: str,
         operation: str | None,
-    ) -> None:
+    ) -> Proposal:
         """A token against its caller and the stored snapshot, in the order a refusal
-        says the most without naming anything of someone else's."""
+        says the most without naming anything of someone else's; the token's proposal."""
+        policy = self.service.policy
         if token.subject != identity.user_id:
             raise SubjectMismatch()
         if token.tenant_id != identity.tenant_id:
             raise TenantMismatch()
-        if token.audience != self.service.policy.audience:
+        if token.audience != policy.audience:
             raise AudienceMismatch(audience=token.audience)
         if operation is not None and operation != token.operation:
             raise OperationMismatch(expected=operation, token_operation=token.operation)
@@ -475,15 +515,14 @@ class Executor:
         if token.status is TokenStatus.REVOKED or proposal.status is ProposalStatus.REVOKED:
             raise Revoked(proposal_id=proposal.proposal_id)
         if token.status is TokenStatus.CONSUMED:
-            return  # a replay: answered as a duplicate, with the one run's state
-        if requires_fresh_confirmation(proposal, token.policy_version, self.service.policy):
-            raise PolicyChanged(
-                token_policy=token.policy_version, current_policy=self.service.policy.version
-            )
+            return proposal  # a replay: answered as a duplicate, with the one run's state
+        if requires_fresh_confirmation(proposal, token.policy_version, policy):
+            raise PolicyChanged(token_policy=token.policy_version, current_policy=policy.version)
         if tx.now() >= token.expires_at:  # right-open: at expires_at it is expired
             raise TokenExpired(
                 proposal_id=proposal.proposal_id, expired_at=token.expires_at.isoformat()
             )
+        return proposal
 
     # -- replays and unknown tokens ---------------------------------------------------
 
@@ -507,7 +546,8 @@ class Executor:
         tx.insert_audit(duplicate_audit(identity, proposal, execution, started))
         if execution.status is ExecutionStatus.FAILED_RETRYABLE:
             # Every attempt was refused explicitly ("not applied"): it may be sent again.
-            policy = self.policy_for(self.service.spec_for(execution.operation))
+            spec = self.service.spec_for(execution.operation)
+            policy = self.policy_for(spec)
             taken = tx.transition_execution(
                 execution.execution_id,
                 (ExecutionStatus.FAILED_RETRYABLE,),
@@ -517,7 +557,7 @@ class Executor:
                 count_attempt=True,
             )
             if taken is not None:
-                return _Run(self.service.spec_for(taken.operation), taken, None)
+                return _Run(spec, taken, None)
         if execution.status is ExecutionStatus.SUCCEEDED:
             refusal.details["receipt"] = execution_outcome(execution).to_dict()
             return _Answer(refusal)
@@ -527,18 +567,17 @@ class Executor:
             return _Answer(where)
 
     def _unknown_token(
-        self, tx: LedgerTx, identity: Identity, via: _Via, started: float
+        self, tx: LedgerTx, identity: Identity, entry: _Presented, started: float
     ) -> _Run | _Answer:
         """Why a presented token is unknown: purged (its tombstone says), replaced by a
         later confirm of the caller's own proposal (answered with where that proposal's
         one run stands), or never issued. Audited in this transaction."""
-        assert via.secret is not None
-        stone = tx.find_tombstone(token_hash=hash_secret(via.secret))
+        stone = tx.find_tombstone(token_hash=hash_secret(entry.secret))
         refusal: WritegateError = (
-            stone.refusal() if stone is not None else TokenUnknown(proposal_id=via.proposal_id)
+            stone.refusal() if stone is not None else TokenUnknown(proposal_id=entry.proposal_id)
         )
-        if stone is None and via.proposal_id is not None:
-            locked = tx.lock_proposal(via.proposal_id)
+        if stone is None and entry.proposal_id is not None:
+            locked = tx.lock_proposal(entry.proposal_id)
             proposal = locked.proposal
             if proposal is not None and (proposal.subject, proposal.tenant_id) == (
                 identity.user_id,
@@ -549,7 +588,7 @@ class Executor:
                 if proposal.status is ProposalStatus.CONFIRMED:
                     refusal = TokenReplaced(proposal_id=proposal.proposal_id)
         tx.insert_audit(
-            execution_refusal_audit(identity, via.proposal_id, via.operation, refusal, started)
+            execution_refusal_audit(identity, entry.proposal_id, entry.operation, refusal, started)
         )
         return _Answer(refusal)
 
@@ -573,8 +612,7 @@ class Executor:
 
     def policy_for(self, spec: ToolSpec) -> RetryPolicy:
         """The tool's own retry policy (`write_tool(retry=...)`), else this executor's."""
-        own: RetryPolicy | None = getattr(spec, "retry", None)
-        return own if own is not None else self.retry
+        return spec.retry if spec.retry is not None else self.retry
 
     def send(self, spec: ToolSpec, execution: Execution) -> DownstreamResult | WritegateError:
         """Call the downstream for `execution` under the tool's retry policy (see

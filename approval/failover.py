@@ -32,13 +32,13 @@ attempts what is still unknown goes to a person too.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from writegate.approval.audit import RECONCILER, failover_audit, reconcile_audit
+from writegate.approval.canonical import new_secret
 from writegate.approval.errors import WritegateError, is_database_outage
 from writegate.approval.execution import execution_of
 from writegate.approval.models import (
@@ -169,10 +169,10 @@ class FailoverCheck:
         listed: dict[str, dict[str, dict[str, Any]]] = {}
         for operation in promotion.operations:
             spec = self.service.spec_for(operation)
-            if not getattr(spec, "has_applied_since", False):
+            if not spec.has_applied_since:
                 continue
             try:
-                records = spec.applied_downstream_since(since)  # type: ignore[attr-defined]
+                records = spec.applied_downstream_since(since)
             except Exception as exc:
                 if not final:
                     raise _Unanswered from exc
@@ -197,7 +197,7 @@ class FailoverCheck:
         records = listed.get(proposal.operation)
         record = None if records is None else records.get(proposal.request_key)
         reason: dict[str, Any]
-        if not getattr(spec, "has_lookup", True):
+        if not spec.has_lookup:
             if records is None:
                 return self._escalate_proposal(promotion, proposal, {"reason": "no_lookup"})
             if record is None:
@@ -245,7 +245,7 @@ class FailoverCheck:
                     return None
                 token, issue = locked.token, locked.token is None
                 if token is None:
-                    token = self.service.new_token(tx, here, "wgt_" + secrets.token_urlsafe(32))
+                    token = self.service.new_token(tx, here, new_secret())
                 elif token.status is not TokenStatus.ISSUED:
                     state = {"state": here.status.value, "provider_result": found.result}
                     raise _Unrecordable({"reason": "ended_here", **state})

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from writegate.approval import tracing
 from writegate.approval.audit import RECONCILER, reconcile_audit
@@ -116,6 +116,21 @@ def receipt_for(
     return execution_outcome(
         owned_execution(store, identity, proposal_id, execution_id=execution_id)
     )
+
+
+class ReconcilerOptions(TypedDict, total=False):
+    """`Reconciler`'s keyword arguments (and `Writegate.reconciler`'s), each optional."""
+
+    policy: ReconcilePolicy
+    """How often it checks, when it escalates, how long keys are kept."""
+    retry: RetryPolicy
+    """The deadline and retries of a send again (default: the executor's)."""
+    owner: str
+    """Its name on the leases it takes (default: host, process and a random id)."""
+    step_hook: Callable[[str], None]
+    """Called at each step; the fault-injection tests stop a process there."""
+    sleep: Callable[[float], None]
+    """How it waits between retries (default `time.sleep`)."""
 
 
 class Reconciler:
@@ -207,7 +222,7 @@ class Reconciler:
         execution = item.execution
         self.step_hook("claimed")
         spec = self.service.spec_for(execution.operation)  # claimed: one of our tools
-        if getattr(spec, "has_lookup", True):
+        if spec.has_lookup:
             try:
                 with acting_for(Identity(execution.subject, execution.tenant_id)):
                     found = spec.lookup_downstream(execution.args, execution.request_key)
@@ -223,7 +238,7 @@ class Reconciler:
                 return self._settle(item, found, "found")
         elif item.previous_status == ExecutionStatus.FAILED_RETRYABLE.value:
             return self._send_again(item, spec)  # every attempt was refused: none applied
-        elif not getattr(spec, "dedupes_by_key", False):
+        elif not spec.dedupes_by_key:
             # Nobody can tell whether it applied: sending it again could do it twice.
             return self._escalate(item, {"reason": "no_lookup"})
         # From here a second send relies on the downstream's memory of keys: its lookup

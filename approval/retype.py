@@ -102,7 +102,7 @@ def every_call_retyped_without_a_field(rules: RiskRules, spec: ToolSpec) -> Tier
     ask for a re-typed field and neither the policy nor the tool says what it is."""
     if not spec.requires_approval or rules.operation(spec.name).retype_field:
         return None
-    declared = set(getattr(spec, "declared_stakes", ()))
+    declared = set(spec.declared_stakes)
     declared |= set(spec.json_schema().get("properties", {}))
     if declared & set(_STAKES):
         return None  # a declared amount or count: there is always something to type

@@ -11,13 +11,13 @@ says so instead of pretending to undo anything. Refused attempts are audited in 
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
 from writegate.approval.audit import decision_audit, refusal_audit
+from writegate.approval.canonical import new_secret
 from writegate.approval.errors import (
     Forbidden,
     NotFound,
@@ -158,7 +158,7 @@ def approve_as_second(
                     raise ProposalNotPending(proposal_id=proposal_id)
                 # Bound to the requester; this secret is dropped. The requester's next
                 # confirm replaces it with one that only they receive.
-                tx.insert_token(service.new_token(tx, proposal, "wgt_" + secrets.token_urlsafe(32)))
+                tx.insert_token(service.new_token(tx, proposal, new_secret()))
                 ran = {"runs_in": runs_in} if runs_in else None
                 tx.insert_audit(_audit(identity, proposal, event, "confirmed", started, ran))
                 approved = replace(

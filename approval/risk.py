@@ -72,11 +72,16 @@ class Assessment:
 
 
 def risk_inputs(
-    operation: str, args: dict[str, Any], preview: dict[str, Any], identity: Identity, hook: Any
+    operation: str,
+    args: dict[str, Any],
+    preview: dict[str, Any],
+    identity: Identity,
+    declared: dict[str, Any],
 ) -> dict[str, Any]:
-    """The facts risk is judged on. `hook(args)` lets a tool add or correct them: a
-    tool's declared amount (`amount_minor`, `currency`) or scope (`count`). `fields`:
-    the names a re-typed field may have (its arguments and preview fields)."""
+    """The facts risk is judged on. `declared` (the tool's `risk_inputs(args)`) adds or
+    corrects them: a tool's declared amount (`amount_minor`, `currency`) or scope
+    (`count`). `fields`: the names a re-typed field may have (its arguments and preview
+    fields)."""
     shown = {f.get("name"): f.get("display") for f in preview.get("fields", [])}
     amount = args.get("amount_minor")
     count = args.get("count")
@@ -91,11 +96,9 @@ def risk_inputs(
         "trust": identity.trust,
         "fields": sorted({*args, *(name for name in shown if isinstance(name, str))}),
     }
-    if callable(hook):
-        declared = hook(args)
-        inputs.update(declared)
-        if "amount_minor" in declared and "amount_display" not in declared:
-            inputs["amount_display"] = _amount_shown(preview, declared)
+    inputs.update(declared)
+    if "amount_minor" in declared and "amount_display" not in declared:
+        inputs["amount_display"] = _amount_shown(preview, declared)
     return inputs
 
 

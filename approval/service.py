@@ -20,6 +20,7 @@ from writegate.approval.canonical import (
     check_input,
     digest,
     hash_secret,
+    new_secret,
     request_fingerprint,
 )
 from writegate.approval.decisions import Cancel, Confirm, Decline, Edit
@@ -30,6 +31,7 @@ from writegate.approval.errors import (
     InProgress,
     InvalidTransition,
     NotFound,
+    OperationMismatch,
     OutcomeUnknown,
     PolicyChanged,
     ProposalExpired,
@@ -78,6 +80,55 @@ class Ended:
     """A decline or cancel: the proposal's final state."""
 
     proposal: Proposal
+
+
+# -- where a confirm stands: `ApprovalService.confirm_stage`, for both ways a confirm
+# arrives (the token's client and the graph's confirm) -----------------------------
+
+
+@dataclass(frozen=True)
+class Executed:
+    """The proposal ran (its token was consumed): a confirm now is a replay."""
+
+    proposal: Proposal
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The proposal awaits its second approver: moved there by this confirm (`now`,
+    recorded in the transaction) or by an earlier one."""
+
+    proposal: Proposal
+    now: bool
+
+
+@dataclass(frozen=True)
+class Reconfirm:
+    """The proposal was confirmed before and its token issued (a lost response, or the
+    token a second approver's approval released): nothing is decided again."""
+
+    proposal: Proposal
+
+
+@dataclass(frozen=True)
+class Confirming:
+    """The proposal awaited this confirm and passed its tier's checks: it is confirmed
+    by this call, with `token` (for `secret`), built and not yet written."""
+
+    proposal: Proposal
+    token: Token
+    secret: str
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The proposal ended without running (declined, expired, revoked, ...)."""
+
+    proposal: Proposal
+
+
+# A recorded refusal (its expiry, written in the transaction) is returned, not raised.
+ConfirmStage = Executed | Waiting | Reconfirm | Confirming | Closed | WritegateError
 
 
 def new_id(prefix: str) -> str:
@@ -242,9 +293,7 @@ class ApprovalService:
             cls = InProgress if running.status in waiting else OutcomeUnknown
             raise cls(execution_id=running.execution_id, request_key=running.request_key)
         ctx = ToolContext(identity, tx.conn, thread_id)
-        freeze = getattr(spec, "freeze_scope", None)
-        if callable(freeze):  # a batch: its exact resource set becomes part of the arguments
-            args = freeze(ctx, args)
+        args = spec.freeze_scope(ctx, args)  # a batch: its exact resource set joins them
         seen = spec.validate(ctx, args)
         if (
             open_one is not None
@@ -257,12 +306,10 @@ class ApprovalService:
         now = found.now or tx.now()  # the clock the lookup read, if the store has one
         proposal_id = new_id("prop")
         preview = spec.preview(args, seen).to_dict()
-        hook = getattr(spec, "risk_inputs", None)
-        risk = assess(self.policy.risk, risk_inputs(spec.name, args, preview, identity, hook))
+        declared = spec.risk_inputs(args)
+        risk = assess(self.policy.risk, risk_inputs(spec.name, args, preview, identity, declared))
         # the policy's word on this operation, else the tool's own, its tier's, the default
-        waits = self.policy.proposal_ttl_for(
-            spec.name, risk.tier, getattr(spec, "expires_in", None)
-        )
+        waits = self.policy.proposal_ttl_for(spec.name, risk.tier, spec.expires_in)
         # Added beside the fields, never instead of one: the person still sees everything.
         preview["confirmation"] = risk.confirmation(self.policy, waits)
         proposal = Proposal(
@@ -440,6 +487,40 @@ class ApprovalService:
         tx.insert_audit(decision_audit(identity, proposal, "awaiting_second_approval", started))
         return replace(proposal, status=ProposalStatus.AWAITING_SECOND, decided_by=identity.user_id)
 
+    def confirm_stage(
+        self,
+        tx: LedgerTx,
+        identity: Identity,
+        proposal: Proposal | None,
+        decision: Confirm,
+        started: float,
+        *,
+        operation: str | None = None,
+    ) -> ConfirmStage:
+        """The confirm's status switch, written once for both ways a confirm arrives:
+        `proposal` (locked in `tx`, None if missing) is the caller's own or NotFound,
+        for `operation` if one is named; then where the confirm stands. Awaiting it, the
+        checks at its tier run (`confirming`) and its token is built, not written."""
+        proposal = self.mine(identity, proposal, decision.proposal_id)
+        if operation is not None and operation != proposal.operation:
+            raise OperationMismatch(expected=operation, token_operation=proposal.operation)
+        status = proposal.status
+        if status is ProposalStatus.EXECUTED:
+            return Executed(proposal)
+        if status is ProposalStatus.AWAITING_SECOND:
+            return Waiting(proposal, now=False)
+        if status is ProposalStatus.CONFIRMED:
+            return Reconfirm(proposal)
+        if status is not ProposalStatus.AWAITING:
+            return Closed(proposal)
+        instead = self.confirming(tx, identity, proposal, decision, started)
+        if isinstance(instead, Proposal):
+            return Waiting(instead, now=True)
+        if instead is not None:
+            return instead
+        secret = new_secret()
+        return Confirming(proposal, self.new_token(tx, proposal, secret), secret)
+
     def _confirm(
         self,
         tx: LedgerTx,
@@ -450,19 +531,20 @@ class ApprovalService:
     ) -> Confirmation | Proposal | WritegateError:
         """Confirm and hand out the token, for a client that presents it later (HTTP,
         MCP, the CLI); the graph confirms and executes at once (`Executor.confirm`)."""
-        if proposal.status is ProposalStatus.EXECUTED:
+        stage = self.confirm_stage(tx, identity, proposal, decision, started)
+        if isinstance(stage, Executed):
             token = tx.get_token_for_proposal(proposal.proposal_id)
             raise AlreadyConsumed(
                 proposal_id=proposal.proposal_id, execution_id=token.execution_id if token else None
             )
-        if proposal.status is ProposalStatus.AWAITING_SECOND:
-            return proposal  # confirmed already; the second approver is next
-        secret = "wgt_" + secrets.token_urlsafe(32)
-        if proposal.status is ProposalStatus.CONFIRMED:
+        if isinstance(stage, Waiting):
+            return stage.proposal  # the second approver is next
+        if isinstance(stage, Reconfirm):
             # The same person confirming again (a lost response, or the token a second
             # approver released): the old secret is unreadable, so it is replaced; the
             # approval stays one. A token no longer issued was used (or revoked) since.
             self.require_current_requirements(proposal)
+            secret = new_secret()
             expires_at = self.token_expiry(tx, proposal)
             if not tx.replace_token_hash(proposal.proposal_id, hash_secret(secret), expires_at):
                 token = tx.get_token_for_proposal(proposal.proposal_id)
@@ -471,10 +553,10 @@ class ApprovalService:
                     execution_id=token.execution_id if token else None,
                 )
             return Confirmation(replace(proposal), secret, expires_at)
-        self._require_pending(proposal)
-        instead = self.confirming(tx, identity, proposal, decision, started)
-        if instead is not None:
-            return instead
+        if isinstance(stage, Closed):
+            raise ProposalNotPending(proposal_id=proposal.proposal_id, state=proposal.status.value)
+        if isinstance(stage, WritegateError):
+            return stage  # expired: recorded, raised after the commit
         require_held(
             tx.transition_proposal(
                 proposal.proposal_id,
@@ -484,11 +566,10 @@ class ApprovalService:
             ),
             "the proposal's move",
         )
-        token = self.new_token(tx, proposal, secret)
-        tx.insert_token(token)
+        tx.insert_token(stage.token)
         tx.insert_audit(decision_audit(identity, proposal, "confirmed", started))
         confirmed = replace(proposal, status=ProposalStatus.CONFIRMED, decided_by=identity.user_id)
-        return Confirmation(confirmed, secret, token.expires_at)
+        return Confirmation(confirmed, stage.secret, stage.token.expires_at)
 
     def require_current_requirements(self, proposal: Proposal) -> None:
         """A policy change that would ask more (or less) of this proposal needs a new one."""

@@ -12,9 +12,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from writegate.approval.models import Identity, Preview, SideEffect
+from writegate.approval.retry import RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,11 @@ class DownstreamResult:
 
 
 class ToolSpec(Protocol):
+    """Every member the protocol reads of a tool. The first part each tool defines; the
+    optional hooks after it have defaults here, which a class that subclasses
+    `ToolSpec` (the kit's tools do, through `tools/registry.py`'s `Tool`) inherits, so
+    a call site reads a hook as a member, never probing whether it is there."""
+
     name: str
     description: str
     side_effect: SideEffect
@@ -100,26 +107,50 @@ class ToolSpec(Protocol):
         """Undo the local write after the downstream refused for good."""
         ...
 
+    # -- optional hooks, with their defaults --------------------------------------------
 
-# Optional hooks a spec may define, looked up with getattr by the protocol:
-#   freeze_scope(ctx, args) -> args   a batch freezes its exact resource set (service)
-#   risk_inputs(args) -> dict         extra inputs for the risk tier (service): a
-#                                     declared amount_minor + currency, or a count
-#   declared_stakes: frozenset[str]   which of those it declares for every call
-#                                     (amount_minor, count): a retype tier's field
-#                                     falls back on them (approval/retype.py)
-#   expires_in: timedelta | None      how long its proposals wait (over the tier's
-#                                     and the policy's default, under the policy's
-#                                     own setting for the operation)
-#   has_lookup: bool                  False: `lookup_downstream` cannot answer, so an
-#                                     unknown outcome goes to a person, never re-sent
-#   has_applied_since: bool           True: `applied_downstream_since(since)` lists what
-#                                     the downstream applied since then, as
-#                                     {request_key: record} (approval/failover.py)
-#   dedupes_by_key: bool              True: the downstream drops a repeated request key,
-#                                     so a call that may have applied may be sent again
-#                                     (never while it may still be running)
-#   retry: RetryPolicy | None         the tool's own deadline and retries (downstream.py)
+    #: How long its proposals wait: over its tier's and the policy's default, under the
+    #: policy's own setting for the operation. None: the tier's or the policy's.
+    expires_in: timedelta | None = None
+    #: Its own deadline and retries for the downstream call (approval/downstream.py).
+    #: None: the executor's (`Writegate.open(retry=...)`).
+    retry: RetryPolicy | None = None
+    #: True: the downstream drops a repeated request key, so a call that may have
+    #: applied may be sent again with it (never while it may still be running).
+    dedupes_by_key: bool = False
+
+    @property
+    def has_lookup(self) -> bool:
+        """False: `lookup_downstream` cannot answer, so an unknown outcome goes to a
+        person (or a re-send, with `dedupes_by_key`), never sent again blindly."""
+        return True
+
+    @property
+    def has_applied_since(self) -> bool:
+        """True: `applied_downstream_since` lists what the downstream applied
+        (approval/failover.py reads it after a promotion)."""
+        return False
+
+    def applied_downstream_since(self, since: datetime) -> dict[str, dict[str, Any]]:
+        """What the downstream applied since `since`, as {request_key: record}; asked
+        only when `has_applied_since`."""
+        return {}
+
+    @property
+    def declared_stakes(self) -> frozenset[str]:
+        """Which risk inputs `risk_inputs` declares for every call (`amount_minor`,
+        `count`): a tier's re-typed field falls back on them (approval/retype.py)."""
+        return frozenset()
+
+    def risk_inputs(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Inputs the tool adds to (or corrects in) what the risk tier is judged on: a
+        declared `amount_minor` + `currency`, or a `count` (approval/risk.py)."""
+        return {}
+
+    def freeze_scope(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        """At proposal time, the arguments with what must be fixed now joined to them (a
+        batch's exact resource set), so the person confirms exactly that."""
+        return args
 
 
 class ToolLookup(Protocol):

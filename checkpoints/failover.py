@@ -27,7 +27,7 @@ from writegate.checkpoints.timelines import began_at
 class PgFailovers:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self.sql = sql_for(failover_sql, pool.schema)
+        self.sql = sql_for(failover_sql.FailoverSQL, pool.schema)
 
     def claim_check(
         self, owner: str, *, operations: Sequence[str], settle_seconds: float, lease_seconds: float
@@ -83,7 +83,9 @@ class PgFailovers:
             if conn.execute(self.sql.ESCALATE_SQL, params).fetchone() is None:
                 return False  # escalated already: said once
             if audit is not None:  # the escalation and its audit row commit together
-                PgLedgerTx(conn, sql_for(ledger_sql, self.pool.schema), None).insert_audit(audit)
+                PgLedgerTx(
+                    conn, sql_for(ledger_sql.LedgerSQL, self.pool.schema), None
+                ).insert_audit(audit)
         return True
 
     def end_check(self, promotion: Promotion, owner: str, *, retry_seconds: float | None) -> None:
@@ -109,7 +111,7 @@ def list_failover_escalations(
     args = args or PageArgs()
     args.refuse("thread_id", "proposal_id", "tool_name", "status")
     limit, key = args.checked("failover_escalations", MAX_ESCALATIONS)
-    q = sql_for(failover_sql, pool.schema)
+    q = sql_for(failover_sql.FailoverSQL, pool.schema)
     given = {"tenant_id": tenant_id} if tenant_id is not None else {}
     params: dict[str, Any] = {**given, "limit": limit + 1, "after": serial_after(key)}
     later, direction = failover_sql.FAILOVER_ESCALATIONS_AFTER[args.order]

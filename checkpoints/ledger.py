@@ -36,6 +36,7 @@ from writegate.approval.models import (
 from writegate.approval.retention import Tombstone
 from writegate.approval.store import CallLookup, Claim, Locked
 from writegate.checkpoints import ledger_sql
+from writegate.checkpoints.ledger_sql import LedgerSQL
 from writegate.checkpoints.namespace import sql_for
 from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool
@@ -121,7 +122,7 @@ class PgLedgerTx:
     on an autocommit connection, each statement on its own)."""
 
     def __init__(
-        self, conn: Connection[DictRow], sql: Any, clock: Callable[[], datetime] | None
+        self, conn: Connection[DictRow], sql: LedgerSQL, clock: Callable[[], datetime] | None
     ) -> None:
         self._conn = conn
         self.sql = sql
@@ -396,7 +397,7 @@ class PgLedgerStore:
     def __init__(self, pool: Pool, *, clock: Callable[[], datetime] | None = None):
         self.pool = pool
         self.clock = clock
-        self.sql = sql_for(ledger_sql, pool.schema)
+        self.sql = sql_for(ledger_sql.LedgerSQL, pool.schema)
 
     @contextmanager
     def transaction(self) -> Iterator[PgLedgerTx]:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from writegate.checkpoints.namespace import Statements
 from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, PENDING_SQL
-
-NOW_SQL = "SELECT now() AS now"
 
 PROPOSAL_COLUMNS = """proposal_id, thread_id, tool_call_id, subject, tenant_id, operation,
     resource, args, args_digest, fingerprint, state_version, preview, policy_version,
@@ -20,85 +19,12 @@ PROPOSAL_COLUMNS = """proposal_id, thread_id, tool_call_id, subject, tenant_id, 
     tier, risk, second_approver, second_approved_at, revoked_by, revoked_at, digest_scheme,
     message_id, decision_reason"""
 
-# The proposal and its audit row (writegate.propose): false if the call has one already.
-PROPOSE_SQL = "SELECT writegate.propose(%s, %s) AS inserted"
-
-# The confirm's move to an execution (writegate.claim), under the proposal's lock.
-CLAIM_SQL = "SELECT writegate.claim(%s, %s, %s, %s, %s, %s, %s)"
-
-# Audit rows, in order (writegate.write_audit).
-INSERT_AUDIT_SQL = "SELECT writegate.write_audit(%s)"
-
-SELECT_PROPOSAL_SQL = f"SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals WHERE proposal_id = %s"
-
-SELECT_CALL_PROPOSAL_SQL = f"""
-SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
-WHERE thread_id = %s AND message_id = %s AND tool_call_id = %s"""
-
-# The proposal, locked, and what is read under its lock (writegate.lock_proposal), with
-# the transaction's clock beside it: now() is the start of the transaction whichever
-# statement reads it, so the lock brings it along.
-LOCK_PROPOSAL_SQL = "SELECT now() AS tx_now, l.* FROM writegate.lock_proposal(%s) AS l"
-
-TRANSITION_PROPOSAL_SQL = """
-UPDATE writegate.proposals
-SET status = %(new)s,
-    decided_by = COALESCE(%(decided_by)s, decided_by),
-    decided_at = CASE WHEN %(decided_by)s::text IS NULL THEN decided_at ELSE %(now)s END,
-    superseded_by = COALESCE(%(superseded_by)s, superseded_by),
-    decision_reason = COALESCE(%(reason)s, decision_reason)
-WHERE proposal_id = %(proposal_id)s AND status = %(expected)s
-RETURNING proposal_id"""
 
 TOKEN_COLUMNS = """token_hash, proposal_id, subject, tenant_id, audience, operation,
     resource, args_digest, policy_version, request_key, issued_at, expires_at, status,
     execution_id, tier, digest_scheme"""
 
-INSERT_TOKEN_SQL = f"""
-INSERT INTO writegate.tokens ({TOKEN_COLUMNS}, consumed_at)
-VALUES (%(token_hash)s, %(proposal_id)s, %(subject)s, %(tenant_id)s, %(audience)s,
-    %(operation)s, %(resource)s, %(args_digest)s, %(policy_version)s, %(request_key)s,
-    %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s, %(tier)s, %(digest_scheme)s,
-    %(consumed_at)s)"""
 
-SELECT_TOKEN_SQL = f"SELECT {TOKEN_COLUMNS} FROM writegate.tokens WHERE token_hash = %s"
-SELECT_TOKEN_FOR_PROPOSAL_SQL = (
-    f"SELECT {TOKEN_COLUMNS} FROM writegate.tokens WHERE proposal_id = %s"
-)
-
-# Second approval, revocation and the approvers' queue (the tiers feature).
-APPROVE_SECOND_SQL = """
-UPDATE writegate.proposals
-SET status = 'confirmed', second_approver = %(approver)s, second_approved_at = %(now)s
-WHERE proposal_id = %(proposal_id)s AND status = 'awaiting_second_approval'
-  AND subject <> %(approver)s
-RETURNING proposal_id"""
-
-REVOKE_PROPOSAL_SQL = """
-UPDATE writegate.proposals SET status = 'revoked', revoked_by = %(by)s, revoked_at = %(now)s
-WHERE proposal_id = %(proposal_id)s AND status = %(expected)s
-RETURNING proposal_id"""
-
-# A thread's proposals still open (a question, or confirmed and not run yet).
-SELECT_THREAD_PENDING_SQL = f"""
-SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
-WHERE thread_id = %s
-  AND status IN ('awaiting_confirmation', 'awaiting_second_approval', 'confirmed')
-ORDER BY created_at"""
-
-SELECT_AWAITING_SECOND_SQL = f"""
-SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
-WHERE tenant_id = %s AND status = 'awaiting_second_approval' AND expires_at > %s
-ORDER BY created_at LIMIT %s"""
-
-# A page of the second approver's queue: keyset on (created_at, proposal_id), neither
-# ever updated; `{where}` only of AWAITING_FILTERS' and AWAITING_AFTER's fixed texts.
-AWAITING_SECOND_PAGE_SQL = f"""
-SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
-WHERE tenant_id = %(tenant_id)s AND status = 'awaiting_second_approval'
-  AND expires_at > %(now)s{{where}}
-ORDER BY created_at {{direction}}, proposal_id {{direction}}
-LIMIT %(limit)s"""
 AWAITING_FILTERS = {
     "thread_id": "thread_id = %(thread_id)s",
     "proposal_id": "proposal_id = %(proposal_id)s",
@@ -145,34 +71,145 @@ def created_page(
 
 AWAITING_AFTER = after_created("proposal_id")
 
-REPLACE_TOKEN_HASH_SQL = """
-UPDATE writegate.tokens SET token_hash = %(new_hash)s, expires_at = %(expires_at)s
-WHERE proposal_id = %(proposal_id)s AND status = 'issued'
-RETURNING token_hash"""
-
-REVOKE_TOKEN_SQL = """
-UPDATE writegate.tokens SET status = 'revoked'
-WHERE proposal_id = %s AND status = 'issued'
-RETURNING token_hash"""
 
 EXECUTION_COLUMNS = """execution_id, request_key, token_hash, proposal_id, tenant_id, subject,
     operation, resource, args, args_digest, fingerprint, status, attempts, lease_owner,
     lease_expires_at, provider_ref, result, error_code, created_at, updated_at,
     completed_at, digest_scheme"""
 
-SELECT_EXECUTION_SQL = f"SELECT {EXECUTION_COLUMNS} FROM writegate.executions WHERE "
 # The columns of the token and of the execution read under a proposal's lock come
 # prefixed (the view writegate.locked), apart from the proposal's.
 TOKEN_PREFIX, EXECUTION_PREFIX = "t_", "x_"
 
-# propose's one read before it writes: the call's own proposal if it has one (a re-run);
-# else the thread's open proposal for the same request and the request's open
-# execution. The execution's columns come prefixed, apart from the proposal's.
+# The execution's columns as LOOK_UP_CALL_SQL reads them, prefixed.
 _PREFIXED_EXECUTION_COLUMNS = ", ".join(
     f"{column.strip()} AS {EXECUTION_PREFIX}{column.strip()}"
     for column in EXECUTION_COLUMNS.split(",")
 )
-LOOK_UP_CALL_SQL = f"""
+
+AUDIT_COLUMNS = """tenant_id, user_id, thread_id, tool_name, event, arguments, arguments_hash,
+    result, status, error_code, duration_ms, request_key, proposal_id, approver,
+    requested_digest, approved_digest, executed_digest"""
+
+
+AUDIT_FILTERS = {
+    "thread_id": "thread_id = %(thread_id)s",
+    "proposal_id": "proposal_id = %(proposal_id)s",
+    "tool_name": "tool_name = %(tool_name)s",
+    "status": "status = %(status)s",
+    "user_id": "user_id = %(user_id)s",
+}
+AUDIT_AFTER = {
+    "oldest": ("audit_id > %(after)s", "ASC"),
+    "newest": ("audit_id < %(after)s", "DESC"),
+}
+
+
+TOMBSTONE_COLUMNS = """request_key, token_hash, proposal_id, tenant_id, subject, operation,
+    final_status, execution_id, provider_ref, completed_at, purged_at"""
+
+
+class LedgerSQL(Statements):
+    """The ledger's statements, written for the default schema;
+    `sql_for(LedgerSQL, schema)` holds them for another."""
+
+    NOW_SQL = "SELECT now() AS now"
+
+    # The proposal and its audit row (writegate.propose): false if the call has one already.
+    PROPOSE_SQL = "SELECT writegate.propose(%s, %s) AS inserted"
+
+    # The confirm's move to an execution (writegate.claim), under the proposal's lock.
+    CLAIM_SQL = "SELECT writegate.claim(%s, %s, %s, %s, %s, %s, %s)"
+
+    # Audit rows, in order (writegate.write_audit).
+    INSERT_AUDIT_SQL = "SELECT writegate.write_audit(%s)"
+
+    SELECT_PROPOSAL_SQL = (
+        f"SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals WHERE proposal_id = %s"
+    )
+
+    SELECT_CALL_PROPOSAL_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
+WHERE thread_id = %s AND message_id = %s AND tool_call_id = %s"""
+
+    # The proposal, locked, and what is read under its lock (writegate.lock_proposal), with
+    # the transaction's clock beside it: now() is the start of the transaction whichever
+    # statement reads it, so the lock brings it along.
+    LOCK_PROPOSAL_SQL = "SELECT now() AS tx_now, l.* FROM writegate.lock_proposal(%s) AS l"
+
+    TRANSITION_PROPOSAL_SQL = """
+UPDATE writegate.proposals
+SET status = %(new)s,
+    decided_by = COALESCE(%(decided_by)s, decided_by),
+    decided_at = CASE WHEN %(decided_by)s::text IS NULL THEN decided_at ELSE %(now)s END,
+    superseded_by = COALESCE(%(superseded_by)s, superseded_by),
+    decision_reason = COALESCE(%(reason)s, decision_reason)
+WHERE proposal_id = %(proposal_id)s AND status = %(expected)s
+RETURNING proposal_id"""
+
+    INSERT_TOKEN_SQL = f"""
+INSERT INTO writegate.tokens ({TOKEN_COLUMNS}, consumed_at)
+VALUES (%(token_hash)s, %(proposal_id)s, %(subject)s, %(tenant_id)s, %(audience)s,
+    %(operation)s, %(resource)s, %(args_digest)s, %(policy_version)s, %(request_key)s,
+    %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s, %(tier)s, %(digest_scheme)s,
+    %(consumed_at)s)"""
+
+    SELECT_TOKEN_SQL = f"SELECT {TOKEN_COLUMNS} FROM writegate.tokens WHERE token_hash = %s"
+
+    SELECT_TOKEN_FOR_PROPOSAL_SQL = (
+        f"SELECT {TOKEN_COLUMNS} FROM writegate.tokens WHERE proposal_id = %s"
+    )
+
+    # Second approval, revocation and the approvers' queue (the tiers feature).
+    APPROVE_SECOND_SQL = """
+UPDATE writegate.proposals
+SET status = 'confirmed', second_approver = %(approver)s, second_approved_at = %(now)s
+WHERE proposal_id = %(proposal_id)s AND status = 'awaiting_second_approval'
+  AND subject <> %(approver)s
+RETURNING proposal_id"""
+
+    REVOKE_PROPOSAL_SQL = """
+UPDATE writegate.proposals SET status = 'revoked', revoked_by = %(by)s, revoked_at = %(now)s
+WHERE proposal_id = %(proposal_id)s AND status = %(expected)s
+RETURNING proposal_id"""
+
+    # A thread's proposals still open (a question, or confirmed and not run yet).
+    SELECT_THREAD_PENDING_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
+WHERE thread_id = %s
+  AND status IN ('awaiting_confirmation', 'awaiting_second_approval', 'confirmed')
+ORDER BY created_at"""
+
+    SELECT_AWAITING_SECOND_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
+WHERE tenant_id = %s AND status = 'awaiting_second_approval' AND expires_at > %s
+ORDER BY created_at LIMIT %s"""
+
+    # A page of the second approver's queue: keyset on (created_at, proposal_id), neither
+    # ever updated; `{where}` only of AWAITING_FILTERS' and AWAITING_AFTER's fixed texts.
+    AWAITING_SECOND_PAGE_SQL = f"""
+SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
+WHERE tenant_id = %(tenant_id)s AND status = 'awaiting_second_approval'
+  AND expires_at > %(now)s{{where}}
+ORDER BY created_at {{direction}}, proposal_id {{direction}}
+LIMIT %(limit)s"""
+
+    REPLACE_TOKEN_HASH_SQL = """
+UPDATE writegate.tokens SET token_hash = %(new_hash)s, expires_at = %(expires_at)s
+WHERE proposal_id = %(proposal_id)s AND status = 'issued'
+RETURNING token_hash"""
+
+    REVOKE_TOKEN_SQL = """
+UPDATE writegate.tokens SET status = 'revoked'
+WHERE proposal_id = %s AND status = 'issued'
+RETURNING token_hash"""
+
+    SELECT_EXECUTION_SQL = f"SELECT {EXECUTION_COLUMNS} FROM writegate.executions WHERE "
+
+    # propose's one read before it writes: the call's own proposal if it has one (a
+    # re-run); else the thread's open proposal for the same request and the request's
+    # open execution. The execution's columns come prefixed, apart from the proposal's.
+    LOOK_UP_CALL_SQL = f"""
 SELECT now() AS tx_now, c.*, e.*
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
@@ -198,14 +235,10 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) AS e ON c.same_call IS NOT TRUE"""
 
-AUDIT_COLUMNS = """tenant_id, user_id, thread_id, tool_name, event, arguments, arguments_hash,
-    result, status, error_code, duration_ms, request_key, proposal_id, approver,
-    requested_digest, approved_digest, executed_digest"""
-
-# `now` may be null: the transaction's own now(), which RETURNING then reports. The
-# audit rows (`audit`, a JSON list, or null for none) are written by the same statement
-# only if the guard held: a recorded outcome is one statement with its audit row.
-TRANSITION_EXECUTION_SQL = f"""
+    # `now` may be null: the transaction's own now(), which RETURNING then reports. The
+    # audit rows (`audit`, a JSON list, or null for none) are written by the same statement
+    # only if the guard held: a recorded outcome is one statement with its audit row.
+    TRANSITION_EXECUTION_SQL = f"""
 WITH done AS (
 UPDATE writegate.executions
 SET status = %(new)s,
@@ -234,7 +267,7 @@ ORDER BY ordinality
 )
 SELECT * FROM done"""
 
-SELECT_AUDIT_SQL = f"""
+    SELECT_AUDIT_SQL = f"""
 SELECT audit_id, created_at, {AUDIT_COLUMNS} FROM writegate.audit
 WHERE tenant_id = %(tenant_id)s
   AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
@@ -242,42 +275,29 @@ WHERE tenant_id = %(tenant_id)s
 ORDER BY audit_id
 LIMIT %(limit)s"""
 
-# A page of the audit: keyset on audit_id (a bigserial, never updated), after the
-# cursor's row, oldest or newest first. `{where}` is made only of AUDIT_FILTERS' and
-# AUDIT_AFTER's fixed texts, one per filter given, so each shape plans on its index.
-AUDIT_PAGE_SQL = f"""
+    # A page of the audit: keyset on audit_id (a bigserial, never updated), after the
+    # cursor's row, oldest or newest first. `{where}` is made only of AUDIT_FILTERS' and
+    # AUDIT_AFTER's fixed texts, one per filter given, so each shape plans on its index.
+    AUDIT_PAGE_SQL = f"""
 SELECT audit_id, created_at, {AUDIT_COLUMNS} FROM writegate.audit
 WHERE tenant_id = %(tenant_id)s{{where}}
 ORDER BY audit_id {{direction}}
 LIMIT %(limit)s"""
-AUDIT_FILTERS = {
-    "thread_id": "thread_id = %(thread_id)s",
-    "proposal_id": "proposal_id = %(proposal_id)s",
-    "tool_name": "tool_name = %(tool_name)s",
-    "status": "status = %(status)s",
-    "user_id": "user_id = %(user_id)s",
-}
-AUDIT_AFTER = {
-    "oldest": ("audit_id > %(after)s", "ASC"),
-    "newest": ("audit_id < %(after)s", "DESC"),
-}
 
-SET_TRACEPARENT_SQL = """
+    SET_TRACEPARENT_SQL = """
 UPDATE writegate.proposals SET traceparent = %s WHERE proposal_id = %s"""
 
-SELECT_TRACEPARENT_SQL = """
+    SELECT_TRACEPARENT_SQL = """
 SELECT p.traceparent FROM writegate.proposals p
 WHERE p.proposal_id = %(proposal_id)s
    OR p.proposal_id = (SELECT t.proposal_id FROM writegate.tokens t
                        WHERE t.token_hash = %(token_hash)s)
 LIMIT 1"""
 
-TOMBSTONE_COLUMNS = """request_key, token_hash, proposal_id, tenant_id, subject, operation,
-    final_status, execution_id, provider_ref, completed_at, purged_at"""
+    FIND_TOMBSTONE_BY_TOKEN_SQL = (
+        f"SELECT {TOMBSTONE_COLUMNS} FROM writegate.tombstones WHERE token_hash = %s"
+    )
 
-FIND_TOMBSTONE_BY_TOKEN_SQL = (
-    f"SELECT {TOMBSTONE_COLUMNS} FROM writegate.tombstones WHERE token_hash = %s"
-)
-FIND_TOMBSTONE_BY_KEY_SQL = (
-    f"SELECT {TOMBSTONE_COLUMNS} FROM writegate.tombstones WHERE request_key = %s"
-)
+    FIND_TOMBSTONE_BY_KEY_SQL = (
+        f"SELECT {TOMBSTONE_COLUMNS} FROM writegate.tombstones WHERE request_key = %s"
+    )

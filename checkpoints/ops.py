@@ -40,7 +40,7 @@ class PgBacklog:
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self.sql = sql_for(ops_sql, pool.schema)
+        self.sql = sql_for(ops_sql.OpsSQL, pool.schema)
         self.failovers = PgFailovers(pool)
 
     def claim_due(
@@ -69,7 +69,7 @@ class PgBacklog:
                 )
                 for row in rows
             ]
-            tx = PgLedgerTx(conn, sql_for(ledger_sql, self.pool.schema), None)
+            tx = PgLedgerTx(conn, sql_for(ledger_sql.LedgerSQL, self.pool.schema), None)
             for item in items:  # the claim and its audit row commit together
                 tx.insert_audit(audit(item))
         return items
@@ -149,7 +149,7 @@ def purge(pool: Pool, policy: RetentionPolicy, *, batch: int = 500) -> PurgeRepo
     Running, unknown, failed_retryable and escalated executions are never purged:
     their outcome is still open. Audit rows are kept (they are the trail).
     """
-    q = sql_for(ops_sql, pool.schema)
+    q = sql_for(ops_sql.OpsSQL, pool.schema)
     with pool.connection() as conn:
         row = conn.execute(q.CUTOFF_SQL, (policy.days,)).fetchone()
     assert row is not None
@@ -160,7 +160,7 @@ def purge(pool: Pool, policy: RetentionPolicy, *, batch: int = 500) -> PurgeRepo
 
 
 def _purge_batches(pool: Pool, pick: str, cutoff: datetime, batch: int) -> int:
-    q = sql_for(ops_sql, pool.schema)
+    q = sql_for(ops_sql.OpsSQL, pool.schema)
     total = 0
     while True:
         with pool.connection() as conn, conn.transaction():
@@ -189,7 +189,7 @@ def list_escalations(
     args = args or PageArgs()
     args.refuse("thread_id", "proposal_id", "tool_name", "status")
     limit, key = args.checked("escalations", MAX_ESCALATIONS)
-    q = sql_for(ops_sql, pool.schema)
+    q = sql_for(ops_sql.OpsSQL, pool.schema)
     given = {"tenant_id": tenant_id} if tenant_id is not None else {}
     params: dict[str, Any] = {**given, "limit": limit + 1}
     query = created_page(
@@ -213,7 +213,7 @@ LATENCY_BUCKETS = (1.0, 5.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0)
 
 def ledger_stats(pool: Pool) -> dict[str, Any]:
     """Everything `writegate stats` and the metrics report, read from the ledger."""
-    q = sql_for(ops_sql, pool.schema)
+    q = sql_for(ops_sql.OpsSQL, pool.schema)
     with pool.connection() as conn:
         open_rows = conn.execute(q.OPEN_EXECUTIONS_SQL).fetchall()
         backlog = conn.execute(q.BACKLOG_SQL).fetchone()

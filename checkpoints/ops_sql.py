@@ -9,6 +9,7 @@ number of processes, each get different rows and never wait on each other.
 from __future__ import annotations
 
 from writegate.checkpoints.ledger_sql import EXECUTION_COLUMNS, after_created
+from writegate.checkpoints.namespace import Statements
 from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, RECONCILABLE_SQL
 
 _E_COLUMNS = ", ".join("e." + c.strip() for c in EXECUTION_COLUMNS.split(","))
@@ -22,8 +23,20 @@ _DUE = f"""
     AND (lease_expires_at IS NULL OR lease_expires_at <= now())
     AND (next_check_at IS NULL OR next_check_at <= now())"""
 
-# A reconciler claims only executions of the tools it runs (%(operations)s).
-CLAIM_DUE_SQL = f"""
+
+_GUARD = "WHERE execution_id = %(execution_id)s AND status = 'running' AND lease_owner = %(owner)s"
+
+
+ESCALATION_FILTERS = {"tenant_id": "e.tenant_id = %(tenant_id)s"}
+ESCALATIONS_AFTER = after_created("e.execution_id", at="e.created_at")
+
+
+class OpsSQL(Statements):
+    """The reconciler's and retention's statements, written for the default schema;
+    `sql_for(OpsSQL, schema)` holds them for another."""
+
+    # A reconciler claims only executions of the tools it runs (%(operations)s).
+    CLAIM_DUE_SQL = f"""
 WITH due AS (
     SELECT execution_id, status AS previous_status
     FROM writegate.executions
@@ -43,15 +56,13 @@ WHERE e.execution_id = due.execution_id
 RETURNING {_E_COLUMNS}, due.previous_status, e.checks + 1 AS checks,
     extract(epoch FROM now() - e.created_at)::float8 AS age_seconds"""
 
-# What a reconciler left for the processes that run other tools.
-DUE_ELSEWHERE_SQL = f"""
+    # What a reconciler left for the processes that run other tools.
+    DUE_ELSEWHERE_SQL = f"""
 SELECT operation, count(*) AS n FROM writegate.executions
 WHERE {_DUE} AND NOT operation = ANY(%(operations)s)
 GROUP BY operation ORDER BY operation"""
 
-_GUARD = "WHERE execution_id = %(execution_id)s AND status = 'running' AND lease_owner = %(owner)s"
-
-SETTLE_SQL = f"""
+    SETTLE_SQL = f"""
 UPDATE writegate.executions
 SET status = %(status)s,
     provider_ref = COALESCE(%(provider_ref)s, provider_ref),
@@ -63,7 +74,7 @@ SET status = %(status)s,
 {_GUARD}
 RETURNING {EXECUTION_COLUMNS}"""
 
-DEFER_SQL = f"""
+    DEFER_SQL = f"""
 UPDATE writegate.executions
 SET status = %(status)s,
     error_code = %(error_code)s,
@@ -74,47 +85,44 @@ SET status = %(status)s,
 {_GUARD}
 RETURNING {EXECUTION_COLUMNS}"""
 
-ESCALATE_SQL = f"""
+    ESCALATE_SQL = f"""
 UPDATE writegate.executions
 SET status = 'escalated', escalation = %(reason)s, checks = checks + 1, updated_at = now()
 {_GUARD}
 RETURNING {EXECUTION_COLUMNS}"""
 
-# A page of escalated executions: keyset on (created_at, execution_id), neither ever
-# updated; `{where}` only of ESCALATION_FILTERS' and ESCALATIONS_AFTER's fixed texts.
-LIST_ESCALATIONS_SQL = f"""
+    # A page of escalated executions: keyset on (created_at, execution_id), neither ever
+    # updated; `{where}` only of ESCALATION_FILTERS' and ESCALATIONS_AFTER's fixed texts.
+    LIST_ESCALATIONS_SQL = f"""
 SELECT {_E_COLUMNS}, e.checks, e.escalation, p.thread_id, p.decided_by, p.preview
 FROM writegate.executions e JOIN writegate.proposals p ON p.proposal_id = e.proposal_id
 WHERE e.status = 'escalated'{{where}}
 ORDER BY e.created_at {{direction}}, e.execution_id {{direction}}
 LIMIT %(limit)s"""
-ESCALATION_FILTERS = {"tenant_id": "e.tenant_id = %(tenant_id)s"}
-ESCALATIONS_AFTER = after_created("e.execution_id", at="e.created_at")
 
-ESCALATION_HISTORY_SQL = """
+    ESCALATION_HISTORY_SQL = """
 SELECT created_at, event, user_id, status, error_code, result
 FROM writegate.audit WHERE proposal_id = %s AND event IN ('execute', 'reconcile')
 ORDER BY audit_id"""
 
-# -- tombstones and retention ----------------------------------------------------------
+    # -- tombstones and retention -------------------------------------------------------
 
-
-PICK_FINISHED_EXECUTIONS_SQL = """
+    PICK_FINISHED_EXECUTIONS_SQL = """
 SELECT proposal_id FROM writegate.executions
 WHERE status IN ('succeeded', 'failed_terminal') AND completed_at < %(cutoff)s
 ORDER BY completed_at
 LIMIT %(batch)s
 FOR UPDATE SKIP LOCKED"""
 
-# Proposals that ended without an execution are dead once they expired.
-PICK_ENDED_PROPOSALS_SQL = """
+    # Proposals that ended without an execution are dead once they expired.
+    PICK_ENDED_PROPOSALS_SQL = """
 SELECT proposal_id FROM writegate.proposals
 WHERE status <> 'executed' AND expires_at < %(cutoff)s
 ORDER BY expires_at
 LIMIT %(batch)s
 FOR UPDATE SKIP LOCKED"""
 
-INSERT_TOMBSTONES_SQL = """
+    INSERT_TOMBSTONES_SQL = """
 INSERT INTO writegate.tombstones (request_key, token_hash, proposal_id, thread_id, tool_call_id,
     tenant_id, subject, operation, fingerprint, execution_id, final_status, provider_ref,
     completed_at, purged_at)
@@ -127,32 +135,35 @@ LEFT JOIN writegate.executions e ON e.proposal_id = p.proposal_id
 WHERE p.proposal_id = ANY(%(ids)s)
 ON CONFLICT (request_key) DO NOTHING"""
 
-# A kept proposal may name a purged one as its successor; the link goes, the row stays.
-UNLINK_SUPERSEDED_SQL = """
+    # A kept proposal may name a purged one as its successor; the link goes, the row stays.
+    UNLINK_SUPERSEDED_SQL = """
 UPDATE writegate.proposals SET superseded_by = NULL
 WHERE superseded_by = ANY(%(ids)s) AND NOT proposal_id = ANY(%(ids)s)"""
-DELETE_EXECUTIONS_SQL = "DELETE FROM writegate.executions WHERE proposal_id = ANY(%(ids)s)"
-DELETE_TOKENS_SQL = "DELETE FROM writegate.tokens WHERE proposal_id = ANY(%(ids)s)"
-DELETE_PROPOSALS_SQL = "DELETE FROM writegate.proposals WHERE proposal_id = ANY(%(ids)s)"
 
-CUTOFF_SQL = "SELECT now() - make_interval(days => %s) AS cutoff"
+    DELETE_EXECUTIONS_SQL = "DELETE FROM writegate.executions WHERE proposal_id = ANY(%(ids)s)"
 
-# -- statistics (also the Prometheus metrics) --------------------------------------------
+    DELETE_TOKENS_SQL = "DELETE FROM writegate.tokens WHERE proposal_id = ANY(%(ids)s)"
 
-OPEN_EXECUTIONS_SQL = f"""
+    DELETE_PROPOSALS_SQL = "DELETE FROM writegate.proposals WHERE proposal_id = ANY(%(ids)s)"
+
+    CUTOFF_SQL = "SELECT now() - make_interval(days => %s) AS cutoff"
+
+    # -- statistics (also the Prometheus metrics) ----------------------------------------
+
+    OPEN_EXECUTIONS_SQL = f"""
 SELECT operation, status, count(*) AS n FROM writegate.executions
 WHERE status IN ({OPEN_EXECUTION_SQL})
 GROUP BY operation, status"""
 
-BACKLOG_SQL = f"""
+    BACKLOG_SQL = f"""
 SELECT count(*) AS n,
     COALESCE(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_s
 FROM writegate.executions
 WHERE status IN ({RECONCILABLE_SQL})
   AND (lease_expires_at IS NULL OR lease_expires_at <= now())"""
 
-# Counted from the audit trail, so every process's events count, whoever scrapes.
-AUDIT_COUNTS_SQL = """
+    # Counted from the audit trail, so every process's events count, whoever scrapes.
+    AUDIT_COUNTS_SQL = """
 SELECT tool_name AS operation,
     count(*) FILTER (WHERE event = 'execute') AS execute_requests,
     count(*) FILTER (WHERE event = 'execute' AND status = 'duplicate') AS duplicates,
@@ -166,12 +177,12 @@ FROM writegate.audit
 WHERE event IN ('execute', 'reconcile')
 GROUP BY tool_name"""
 
-CONFLICTS_SQL = """
+    CONFLICTS_SQL = """
 SELECT tool_name AS operation, count(*) AS n FROM writegate.audit
 WHERE error_code = 'idempotency_conflict' GROUP BY tool_name"""
 
-# Seconds from an execution's start to the reconciler's final answer.
-RECONCILE_LATENCY_SQL = """
+    # Seconds from an execution's start to the reconciler's final answer.
+    RECONCILE_LATENCY_SQL = """
 WITH lat AS (
     SELECT extract(epoch FROM reconciled_at - created_at)::float8 AS s
     FROM writegate.executions WHERE reconciled_at IS NOT NULL

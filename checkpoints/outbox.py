@@ -38,7 +38,7 @@ class Endpoint:
 class PgOutbox:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self.sql = sql_for(outbox_sql, pool.schema)
+        self.sql = sql_for(outbox_sql.OutboxSQL, pool.schema)
 
     def _all(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         with self.pool.connection() as conn:

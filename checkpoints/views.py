@@ -26,7 +26,7 @@ def _proposal_key(row: dict[str, Any]) -> list[Any]:
 class LedgerViews:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self.sql = sql_for(views_sql, pool.schema)
+        self.sql = sql_for(views_sql.ViewsSQL, pool.schema)
 
     def _all(self, query: str, params: Any) -> list[dict[str, Any]]:
         with self.pool.connection() as conn:

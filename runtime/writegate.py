@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
@@ -33,7 +33,7 @@ from writegate.approval.downstream import RetryPolicy
 from writegate.approval.ended import THREAD_DELETED, THREAD_ENDED, end_thread
 from writegate.approval.errors import MissingIdentity
 from writegate.approval.models import Identity
-from writegate.approval.reconcile import Reconciler
+from writegate.approval.reconcile import Reconciler, ReconcilerOptions
 from writegate.approval.service import Policy
 from writegate.approval.spec import ToolSpec
 from writegate.approval.views import (
@@ -47,8 +47,9 @@ from writegate.approval.views import (
 from writegate.checkpoints.database import check_database, resolve_database_url
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.ops import PgBacklog
+from writegate.checkpoints.pool import Pool
 from writegate.graph.build import build_graph
-from writegate.graph.identity import identity_of, thread_of
+from writegate.graph.identity import ServerUserFields, identity_of, thread_of
 from writegate.graph.nodes import LIBRARY_PROMPT
 from writegate.graph.orphans import ORPHAN_GRACE, orphaned
 from writegate.graph.tool_node import build_before_model, build_tool_node
@@ -75,6 +76,24 @@ def spec_of(tool: Any) -> ToolSpec:
     raise TypeError(f"not a tool: {tool!r}; decorate it with @write_tool or @read_tool")
 
 
+class OpenOptions(TypedDict, total=False):
+    """`Writegate.open`'s further keyword arguments, each optional."""
+
+    server_user: ServerUserFields
+    """Where the identity is read in LangGraph Server's authenticated user."""
+    max_connections: int
+    """The size of writegate's connection pool (default 10)."""
+    setup: bool
+    """False: the tables are not set up here (`writegate db setup` did it); default True."""
+    pool: Pool
+    """A pool already open on the database, used instead of opening one."""
+    clock: Callable[[], datetime]
+    """The ledger's clock instead of the database's (tests)."""
+    step_hook: Callable[[str], None]
+    """Called at each step of an execution ("claimed", "downstream_returned", ...):
+    the fault-injection tests stop a process there."""
+
+
 class Writegate:
     """One database, the protocol's services over your tools, and the graph pieces."""
 
@@ -91,16 +110,15 @@ class Writegate:
         policy: Policy | None = None,
         schema: str = DEFAULT_SCHEMA,
         retry: RetryPolicy | None = None,
-        **options: Any,
+        **options: Unpack[OpenOptions],
     ) -> Writegate:
         """Open `database_url` (None: `DATABASE_URL`, a local server, or the embedded
         default) for `tools`; a database named there that does not exist is refused
         (`DatabaseUnavailable`), never created. Writegate's own tables are set up, in the schema
         `schema` and nowhere else, with LangGraph's checkpoint tables. `retry`: the
         deadline and retries of every write tool that sets none of its own
-        (`write_tool(retry=...)`). `options` go to `Runtime.open`, among them
-        `server_user=ServerUserFields(...)`: where the identity is read in LangGraph
-        Server's authenticated user."""
+        (`write_tool(retry=...)`). `options` (`OpenOptions`): `server_user`,
+        `max_connections`, `setup`, `pool`, `clock`, `step_hook`."""
         given = list(tools)
         registry = Registry(spec_of(tool) for tool in given)
         url = database_url or resolve_database_url()
@@ -185,10 +203,11 @@ class Writegate:
             ) from exc
         return WritegateMiddleware(self.runtime)
 
-    def reconciler(self, **options: Any) -> Reconciler:
+    def reconciler(self, **options: Unpack[ReconcilerOptions]) -> Reconciler:
         """Settles the unknown outcomes of these tools (only these: another application's
         tools in the same database are left to it) with their lookups; call `.drain()`
-        or `.run_once()` on a schedule. `options` go to `Reconciler`."""
+        or `.run_once()` on a schedule. `options` (`ReconcilerOptions`): `policy`,
+        `retry` (default: the one given to `open`), `owner`, `step_hook`, `sleep`."""
         options.setdefault("retry", self.runtime.executor.retry)
         return Reconciler(self.runtime.service, PgBacklog(self.runtime.pool), **options)
 

@@ -68,13 +68,13 @@ class Harness:
 
     @property
     def has_lookup(self) -> bool:
-        return bool(getattr(self.tool, "has_lookup", True))
+        return self.tool.has_lookup
 
     @property
     def dedupes_by_key(self) -> bool:
         """Declared by the tool: its downstream drops a repeated request key, so the
         executor and the reconciler send a call that may have applied again."""
-        return bool(getattr(self.tool, "dedupes_by_key", False))
+        return self.tool.dedupes_by_key
 
     # -- the protocol's steps -----------------------------------------------------------
 

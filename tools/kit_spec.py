@@ -225,7 +225,7 @@ class CallableTool(Tool):
         self.hooks = hooks or Hooks()
         self._local = local  # runs in the ledger's transaction, on its connection
         delivery = delivery or Delivery()
-        # Read by the executor and the reconciler (approval/spec.py's optional hooks).
+        # Optional hooks of approval/spec.py's ToolSpec, read by the executor and reconciler.
         self.retry = delivery.retry
         self.dedupes_by_key = delivery.dedupes_by_key
         self.expires_in = expires_in  # how long its proposals wait; None: the policy's

@@ -82,7 +82,7 @@ def _field_name(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(arguments)"
 
 
-class Tool:
+class Tool(ToolSpec):
     """One tool entry. Concrete tools must declare `side_effect` and `requires_approval`."""
 
     name: str

@@ -7,7 +7,7 @@ from typing import Any
 
 from writegate.approval.errors import NotFound, StateChanged, ValidationFailed, WritegateError
 from writegate.approval.models import Preview, SideEffect
-from writegate.approval.spec import DownstreamResult, ToolContext, Validated
+from writegate.approval.spec import DownstreamResult, ToolContext, ToolSpec, Validated
 
 
 @dataclass
@@ -20,7 +20,7 @@ class Counters:
     confirmed: int = 0  # downstream successes recorded locally
 
 
-class AddTool:
+class AddTool(ToolSpec):
     """add(counter_id, amount): a write with an optional downstream."""
 
     name = "add"

@@ -4,9 +4,15 @@ writes, and whether its commit waits for the disk (bench/counting.py)."""
 from __future__ import annotations
 
 from writegate.bench.counting import Tally, classify
-from writegate.checkpoints.ledger_sql import CLAIM_SQL, LOCK_PROPOSAL_SQL, PROPOSE_SQL
+from writegate.checkpoints.ledger_sql import LedgerSQL
 from writegate.checkpoints.presented import INSERT_PRESENTED_SQL
 from writegate.checkpoints.timelines import NOTE_TIMELINE_SQL
+
+CLAIM_SQL, LOCK_PROPOSAL_SQL, PROPOSE_SQL = (
+    LedgerSQL.CLAIM_SQL,
+    LedgerSQL.LOCK_PROPOSAL_SQL,
+    LedgerSQL.PROPOSE_SQL,
+)
 
 
 def test_a_data_modifying_cte_is_a_write_and_a_ledger_table_is_the_ledgers() -> None:

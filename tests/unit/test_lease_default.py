@@ -1,4 +1,4 @@
-"""The execution lease's default is stated once, in `approval/downstream.py`; every page
+"""The execution lease's default is stated once, in `approval/retry.py`; every page
 that quotes it says the same figure."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from writegate.approval.downstream import DEFAULT_LEASE, RetryPolicy
+from writegate.approval.retry import DEFAULT_LEASE, RetryPolicy
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SECONDS = f"{DEFAULT_LEASE.total_seconds():g}"
