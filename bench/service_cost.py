@@ -17,8 +17,10 @@ server's is the process's less the client's), commits and statements (counted by
 driver, `bench.counting`, on every pool of the path, the thread locks' included),
 durable commits (commit records in the WAL) and WAL bytes (`pg_walinspect`, the
 records of the path's own database; a temporary replication slot keeps the WAL until
-it is read; the slot and the extension need a superuser). `service` less `library` is
-the service's bookkeeping; `http` less `service` is the HTTP stack.
+it is read; the slot and the extension need a superuser). A server without
+`pg_walinspect` (PostgreSQL's contrib; the embedded server has none) leaves those two
+figures unmeasured: None, and the table says why. `service` less `library` is the
+service's bookkeeping; `http` less `service` is the HTTP stack.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ TARGET_RATIO = 1.3
 _LSN_SQL = "SELECT pg_current_wal_lsn() AS lsn"
 _KEEP_WAL_SQL = "SELECT pg_create_physical_replication_slot(%s, true, true)"
 _DB_OID_SQL = "SELECT oid FROM pg_database WHERE datname = %s"
+_WALINSPECT_SQL = "SELECT count(*) AS n FROM pg_available_extensions WHERE name = 'pg_walinspect'"
+NO_WALINSPECT = "not measured: the server has no pg_walinspect (PostgreSQL's contrib)"
 # The window's WAL records of one database: those of its transactions (a commit record
 # names no relation, its transaction's other records do), and those without a
 # transaction (pruning, hint bits) on its relations.
@@ -258,6 +262,10 @@ def _wal(url: str, db_oid: int, start: str, end: str) -> tuple[int, int]:
     return int(row["commits"]), int(row["bytes"])
 
 
+def _walinspect(conn: psycopg.Connection[Any]) -> bool:
+    return bool(conn.execute(_WALINSPECT_SQL).fetchone()["n"])  # type: ignore[index]
+
+
 def _lsn(conn: psycopg.Connection[Any]) -> str:
     return str(conn.execute(_LSN_SQL).fetchone()["lsn"])  # type: ignore[index]
 
@@ -296,10 +304,14 @@ def run_service_cost(
                     advance()
             end = _lsn(kept)
             after = {name: _counts(p.tally) for name, p in paths.items()}
-            wal = {name: _wal(p.url, p.db_oid, start, end) for name, p in paths.items()}
-        out: dict[str, Any] = {"writes": writes}
+            readable = _walinspect(kept)
+            wal = {
+                name: _wal(p.url, p.db_oid, start, end) if readable else None
+                for name, p in paths.items()
+            }
+        out: dict[str, Any] = {"writes": writes, "wal": None if readable else NO_WALINSPECT}
         for name, path in paths.items():
-            durable, wal_bytes = wal[name]
+            counted = wal[name]
             client = statistics.fmean(path.client_cpu)
             out[name] = {
                 "wall_ms": round(1000 * statistics.median(path.walls), 1),
@@ -307,8 +319,8 @@ def run_service_cost(
                 "server_cpu_ms": round(1000 * (statistics.fmean(path.cpu) - client), 1),
                 "client_cpu_ms": round(1000 * client, 1),
                 "commits": round((after[name][0] - before[name][0]) / writes, 1),
-                "durable_commits": round(durable / writes, 1),
-                "wal_bytes": round(wal_bytes / writes),
+                "durable_commits": round(counted[0] / writes, 1) if counted else None,
+                "wal_bytes": round(counted[1] / writes) if counted else None,
                 "statements": round((after[name][1] - before[name][1]) / writes, 1),
             }
         lib, http, svc = out["library"], out["http"], out["service"]
@@ -351,6 +363,8 @@ def print_service_cost(out: dict[str, Any], console: Any) -> None:
             cells[0] += f" ({http['server_cpu_ms']} + {http['client_cpu_ms']})"
         table.add_row(label, *cells, f"{out['ratio'][key]}x", f"{out['service_ratio'][key]}x")
     console.print(table)
+    if out["wal"]:
+        console.print(f"durable commits and WAL bytes {out['wal']}")
     parts = out["breakdown_cpu_ms"]
     console.print(
         f"CPU over the library: service bookkeeping {parts['service_bookkeeping']} ms, "

@@ -13,17 +13,12 @@ import sys
 from collections.abc import Callable
 
 import psycopg
-import pytest
 
 from tests.app_db import setup_app
-from writegate.bench import http_storm, replicas
+from writegate.bench import replicas
 from writegate.bench.backlog import check, make_backlog
 from writegate.demo.seed import seed_demo
 from writegate.surfaces.store.keys import create_key
-
-pytestmark = pytest.mark.skipif(
-    not http_storm.available(), reason="needs the server extra (`writegate serve`)"
-)
 
 
 def test_reconcilers_only_run_settles_every_cloned_outcome() -> None:

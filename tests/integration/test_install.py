@@ -3,8 +3,9 @@
 `uv build` builds the sdist first and the wheel *from the sdist*, as a package index's
 users and most build tools do: so the sdist must hold everything a build needs (the
 repository root is the package, CONTRIBUTING.md). Each artifact then goes into a venv
-of its own (`uv venv`, `uv pip install`) with nothing of the repository on its path,
-and `writegate --version` and `writegate demo` run there against a throwaway database.
+of its own (`uv venv`, `uv pip install`, tests/integration/fresh_venv.py: online or from
+uv's cache) with nothing of the repository on its path, and `writegate --version` and
+`writegate demo` run there against a throwaway database.
 The README's install lines name the wheel that this build makes.
 """
 
@@ -12,9 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 import tarfile
 import tomllib
 import zipfile
@@ -22,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.integration.fresh_venv import install, run_uv
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -31,21 +32,11 @@ WHEEL_CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hat
 ]["wheel"]
 
 
-def _uv() -> str:
-    found = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
-    if not Path(found).exists():
-        pytest.fail("uv is needed to build: pip install uv")
-    return found
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(
-        [_uv(), "build", "--out-dir", str(out), str(ROOT)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "from source distribution" in done.stderr, done.stderr  # the wheel is the sdist's
+    said = run_uv("build", "--out-dir", str(out), str(ROOT))
+    assert "from source distribution" in said, said  # the wheel is the sdist's
     (sdist,) = out.glob("writegate-*.tar.gz")
     (wheel,) = out.glob("writegate-*.whl")
     return {"sdist": sdist, "wheel": wheel}
@@ -89,18 +80,6 @@ def test_the_wheel_built_from_the_sdist_holds_every_file_of_the_package(
     assert names == _package_files()
 
 
-def _install(artifact: Path, where: Path) -> Path:
-    subprocess.run([_uv(), "venv", "--quiet", str(where)], check=True)
-    python = where / "bin" / "python"
-    done = subprocess.run(
-        [_uv(), "pip", "install", "--quiet", "--python", str(python), f"{artifact}[langchain]"],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return where
-
-
 def _run(venv: Path, *args: str, env: dict[str, str]) -> str:
     # From a folder with no project files, so only what was installed is importable.
     drop = {"PYTHONPATH", "VIRTUAL_ENV", "OPENAI_API_KEY", "OPENAI_BASE_URL", "WRITEGATE_MODEL"}
@@ -124,7 +103,8 @@ def test_each_artifact_installs_into_a_fresh_venv_and_runs(
     create_database: Callable[[], str],
     tmp_path: Path,
 ) -> None:
-    venv = _install(built[artifact], tmp_path / "env")
+    venv = tmp_path / "env"
+    install(built[artifact], venv, extras=("langchain",))
     assert _run(venv, "--version", env={}) == f"writegate {VERSION}\n"
     out = _run(venv, "demo", env={"DATABASE_URL": create_database()})
     assert "succeeded" in out, out

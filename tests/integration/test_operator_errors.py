@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from tests.integration.library_helpers import pay
 from tests.integration.mcp_helpers import cli_confirm
@@ -98,7 +99,7 @@ def _says_how_to_create_it(message: str, name: str) -> None:
 def test_the_library_refuses_a_database_that_does_not_exist(
     missing: str, test_server_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    name = missing.rsplit("/", 1)[-1]
+    name = str(conninfo_to_dict(missing)["dbname"])  # also on a unix socket
     with pytest.raises(DatabaseUnavailable) as given:
         Writegate.open(missing, tools=[pay])
     _says_how_to_create_it(str(given.value), name)
@@ -112,7 +113,7 @@ def test_the_library_refuses_a_database_that_does_not_exist(
 def test_the_commands_refuse_it_too_and_db_setup_creates_it(
     missing: str, test_server_url: str
 ) -> None:
-    name = missing.rsplit("/", 1)[-1]
+    name = str(conninfo_to_dict(missing)["dbname"])  # also on a unix socket
     for command in (["threads"], ["demo"]):
         line = one_line(writegate(*command, env={"DATABASE_URL": missing}))
         assert line.startswith("error: "), line

@@ -1,7 +1,8 @@
 """The wheel built from the repository is one package, `writegate`, and it works alone.
 
 A fresh virtual environment gets only the wheel and its dependencies (no repository on
-its path), then imports the graph and runs `writegate demo` against a test database.
+its path; tests/integration/fresh_venv.py installs them online or from uv's cache), then
+imports the graph and runs `writegate demo` against a test database.
 """
 
 from __future__ import annotations
@@ -10,37 +11,22 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.integration.fresh_venv import install, run_uv, uv
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-def _uv() -> str:
-    found = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
-    if not Path(found).exists():
-        pytest.fail("uv is needed to build the wheel: pip install uv")
-    return found
-
-
-def _install(*args: str) -> None:
-    """`uv` building or installing the wheel, as a user does: from the package index.
-    Told to stay offline (UV_OFFLINE) with what it needs not in its cache, it cannot."""
-    done = subprocess.run([_uv(), *args], capture_output=True, text=True)
-    if done.returncode and os.environ.get("UV_OFFLINE") and "network was disabled" in done.stderr:
-        pytest.skip("UV_OFFLINE is set, and the wheel's dependencies are not all in uv's cache")
-    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    _install("build", "--wheel", "--out-dir", str(out), str(ROOT))
+    run_uv("build", "--wheel", "--out-dir", str(out), str(ROOT))
     (built,) = out.glob("writegate-*.whl")
     return built
 
@@ -48,9 +34,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     where = tmp_path_factory.mktemp("venv") / "env"
-    subprocess.run([_uv(), "venv", "--quiet", str(where)], check=True)
-    python = where / "bin" / "python"
-    _install("pip", "install", "--quiet", "--python", str(python), str(wheel))
+    install(wheel, where)
     yield where
 
 
@@ -153,7 +137,7 @@ def test_the_wheel_requires_the_core_and_offers_the_documented_extras(wheel: Pat
 
 def test_the_base_install_brings_no_browser_stack_test_tools_or_servers(venv: Path) -> None:
     frozen = subprocess.run(
-        [_uv(), "pip", "freeze", "--python", str(venv / "bin" / "python")],
+        [uv(), "pip", "freeze", "--python", str(venv / "bin" / "python")],
         check=True,
         capture_output=True,
         text=True,
@@ -167,8 +151,7 @@ def test_the_wheel_with_its_langchain_extra_runs_the_email_example(
     venv: Path, wheel: Path, create_database: Callable[[], str], tmp_path: Path
 ) -> None:
     """Last in this file: it adds the extra (and the example's stand-in mail server)."""
-    python = str(venv / "bin" / "python")
-    _install("pip", "install", "--quiet", "--python", python, f"{wheel}[langchain]", "aiosmtpd")
+    python = str(install(wheel, venv, extras=("langchain",), also=("aiosmtpd",)))
     example = tmp_path / "email_agent.py"
     shutil.copy(ROOT / "examples" / "email_agent.py", example)
     out = _run(venv, python, str(example), env={"DATABASE_URL": create_database()})

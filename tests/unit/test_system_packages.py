@@ -3,9 +3,17 @@ it; under CI=true (where .ci/run installs them all) that skip fails the run."""
 
 from __future__ import annotations
 
+import re
+import shutil
+from pathlib import Path
+
 import pytest
 
-from tests.system_packages import fail_on_ci, missing
+from tests import system_packages
+from tests.integration import ha_cluster
+from tests.system_packages import browser_missing, fail_on_ci, missing, tools_missing
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _skipped(reason: str) -> pytest.TestReport:
@@ -30,7 +38,7 @@ def test_under_ci_a_missing_package_skip_fails(monkeypatch: pytest.MonkeyPatch) 
 
 def test_under_ci_other_skips_stay_skips(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "true")
-    report = _skipped("the full soak: WRITEGATE_SOAK=full")
+    report = _skipped("WRITEGATE_TEST_SERVER_URL names a server on another machine, db.example")
     fail_on_ci(report)
     assert report.skipped
 
@@ -40,3 +48,21 @@ def test_off_ci_a_missing_package_skip_stays_a_skip(monkeypatch: pytest.MonkeyPa
     report = _skipped(missing("chromium", "the browser tests"))
     fail_on_ci(report)
     assert report.skipped
+
+
+def test_ci_installs_every_package_a_skip_can_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a machine with none of them, each skip names its packages: .ci/run installs all."""
+    (listed,) = re.findall(r"^APT_PACKAGES=\((.*)\)$", (ROOT / ".ci/run").read_text(), re.M)
+    monkeypatch.setattr(shutil, "which", lambda _name: None)
+    monkeypatch.setattr(system_packages, "_runs", lambda _path: False)
+    monkeypatch.setattr(system_packages.glob, "glob", lambda *_args, **_kw: [])
+    tools = {  # the commands of every tools_missing call in the tests
+        tuple(re.findall(r'"([^"]+)"', found))
+        for path in (ROOT / "tests").rglob("*.py")
+        for found in re.findall(r"tools_missing\(\(([^)]*)\)", path.read_text())
+    }
+    reasons = [browser_missing(), ha_cluster.available()]
+    reasons += [tools_missing(names, "a test") for names in tools]
+    named = {pkg for reason in reasons for pkg in str(reason).split("apt-get install ")[1].split()}
+    assert {"chromium", "fonts-noto-cjk", "curl", "jq"} <= named
+    assert named <= set(listed.split()), sorted(named - set(listed.split()))
