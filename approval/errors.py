@@ -249,6 +249,10 @@ class StateChanged(WritegateError):
 
 
 class IdempotencyConflict(WritegateError):
+    """The request key was already used for other arguments, or its write was already
+    applied: nothing ran again. Raise it from a write whose own table refuses a second
+    row for the same key (a unique request key), so a replay is refused, not repeated."""
+
     code = "idempotency_conflict"
     default_message = "the request key was already used for different arguments"
 

@@ -23,6 +23,7 @@ from pydantic import Field
 from writegate import (
     Checked,
     GuardedTool,
+    IdempotencyConflict,
     Identity,
     PreviewField,
     StateChanged,
@@ -30,7 +31,6 @@ from writegate import (
     ValidationFailed,
     write_tool,
 )
-from writegate.approval.errors import IdempotencyConflict
 from writegate.demo.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
 from writegate.demo.orders import SELECT_ORDER_SQL, OrderId, order_view, own_order
 from writegate.demo.provider import ProviderClient

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from writegate import Checked, Identity, PreviewField, StateChanged, ToolPreview, write_tool
-from writegate.approval.errors import IdempotencyConflict
+from writegate import (
+    Checked,
+    IdempotencyConflict,
+    Identity,
+    PreviewField,
+    StateChanged,
+    ToolPreview,
+    write_tool,
+)
 from writegate.demo.tickets import (
     INSERT_TICKET_SQL,
     NEW_TICKET_RESOURCE,

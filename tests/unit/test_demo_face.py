@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BELOW_THE_FACE = {
     ("writegate.approval.canonical", "digest"),
     ("writegate.approval.canonical", "to_rfc3339"),
-    ("writegate.approval.errors", "IdempotencyConflict"),
     ("writegate.approval.money", "grouped"),
     ("writegate.approval.money", "minor_exponent"),
     ("writegate.approval.policy", "load_policy"),
