@@ -101,6 +101,14 @@ class Policy:
     token_ttl: timedelta = timedelta(minutes=5)
     risk: RiskRules | None = None
 
+    @classmethod
+    def load(cls, path: str | Path | None = None, *, default: str | Path | None = None) -> Policy:
+        """The policy file at `path`, else the one `WRITEGATE_POLICY_FILE` names, else
+        `default` (else the shipped file, which lists no operation). An application
+        passes its own file as `default`, so the environment still chooses another.
+        A file that cannot be read or is inconsistent raises `PolicyError`."""
+        return load_policy(path, default=Path(default) if default else DEFAULT_POLICY_FILE)
+
     def proposal_ttl_for(
         self, operation: str, tier: Tier | None = None, declared: timedelta | None = None
     ) -> timedelta:

@@ -11,11 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from writegate import Policy
-from writegate.approval.policy import load_policy
 
 DEMO_POLICY_FILE = Path(__file__).with_name("policy.toml")
 
 
 def demo_policy() -> Policy:
     """The file `WRITEGATE_POLICY_FILE` names, else the demo's own."""
-    return load_policy(default=DEMO_POLICY_FILE)
+    return Policy.load(default=DEMO_POLICY_FILE)

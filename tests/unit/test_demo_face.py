@@ -18,7 +18,6 @@ BELOW_THE_FACE = {
     ("writegate.approval.canonical", "to_rfc3339"),
     ("writegate.approval.money", "grouped"),
     ("writegate.approval.money", "minor_exponent"),
-    ("writegate.approval.policy", "load_policy"),
     ("writegate.checkpoints.database", "resolve_database_url"),
     ("writegate.checkpoints.migrate", "MigrationList"),
     ("writegate.checkpoints.migrate", "apply_migrations"),

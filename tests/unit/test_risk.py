@@ -172,6 +172,22 @@ def test_policy_file_from_the_environment_and_broken_files_refuse_to_load(
         load_policy(tmp_path / "missing.toml")
 
 
+def test_policy_load_reads_the_path_else_the_environment_else_the_default_else_the_shipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    mine, named = write_policy(tmp_path / "mine.toml"), tmp_path / "named.toml"
+    named.write_text('version = "named-1"\n[[tiers]]\nname = "one_click"\nmin_score = 0\n',
+                     encoding="utf-8")  # fmt: skip
+    monkeypatch.delenv(POLICY_FILE_ENV, raising=False)
+    assert Policy.load().version == load_policy().version  # the shipped file
+    assert Policy.load(default=mine).version == load_policy(mine).version
+    monkeypatch.setenv(POLICY_FILE_ENV, str(named))
+    assert Policy.load(default=mine).version.startswith("named-1+")  # the operator's word
+    assert Policy.load(mine, default=named).version == load_policy(mine).version
+    with pytest.raises(PolicyError):
+        Policy.load(tmp_path / "missing.toml")
+
+
 def test_the_demo_policy_scores_batch_size():
     policy = demo_policy()
     close = {"operation": "close_tickets", "irreversible": True, "external": False,
