@@ -76,12 +76,14 @@ WHERE tenant_id = %s AND user_id = %s AND idempotency_key = %s AND completed_at 
 # (a failover, a cut connection), so a holder whose session died while it runs on still
 # holds the thread until it lets go or its lease runs out. `generation` fences: the
 # lease is renewed and freed only by the generation that took it.
+# The database's clock as the lock is granted (`clock_timestamp()`), not the statement's
+# start (`now()`): a run that waited on the lock began before its holder freed the lease.
 _LEASE_SQL = """
 INSERT INTO writegate.thread_leases AS l (thread_id, generation, expires_at)
-SELECT %(thread)s, 1, now() + make_interval(secs => %(lease_s)s) FROM locked
+SELECT %(thread)s, 1, clock_timestamp() + make_interval(secs => %(lease_s)s) FROM locked
 ON CONFLICT (thread_id) DO UPDATE
 SET generation = l.generation + 1, expires_at = EXCLUDED.expires_at
-WHERE l.expires_at <= now()
+WHERE l.expires_at <= clock_timestamp()
 RETURNING generation"""
 THREAD_TRY_LEASE_SQL = f"""
 WITH locked AS (

@@ -4,7 +4,9 @@ session as it found it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
@@ -15,6 +17,8 @@ from writegate.checkpoints.pool import open_pool
 from writegate.surfaces.store.http_store import LOCK_NAMESPACE, HttpStore
 
 LOCK_TIMEOUT_SQL = "SELECT current_setting('lock_timeout') AS v"
+# Whether a session waits on an advisory lock.
+WAITING_SQL = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)"
 
 
 @pytest.fixture
@@ -90,6 +94,32 @@ def test_a_run_whose_lease_was_taken_over_stops_and_frees_nothing_of_the_next(
             assert row == (2, True)  # the second run's, untouched
             second.release()
             assert admin.execute(LEASE_SQL).fetchone() == (2, False)  # freed
+    finally:
+        store.close()
+        pool.close()
+
+
+def test_a_run_that_waited_for_the_thread_takes_it_when_the_holder_lets_go(
+    create_database: Callable[[], str],
+) -> None:
+    """A second run waits on the lock while the first holds the thread; when the first
+    lets go, the waiter takes the lock and the lease (generation 2), not `in_progress`:
+    the lease freed after the waiter's statement began is free to it."""
+    url = create_database()
+    setup_app(url)
+    pool = open_pool(url, max_size=2)
+    store = HttpStore(pool, url, lock_connections=2)
+    try:
+        first = store.lock_thread("th_turns", wait_s=0)
+        with ThreadPoolExecutor(max_workers=1) as runner:
+            waiter = runner.submit(store.lock_thread, "th_turns", wait_s=30)
+            with psycopg.connect(url, autocommit=True) as admin:
+                while not admin.execute(WAITING_SQL).fetchone()[0]:  # type: ignore[index]
+                    time.sleep(0.01)  # polls for the waiter to block, not a timing
+            first.release()
+            second = waiter.result(timeout=30)
+        assert second.lease is not None and second.lease.generation == 2
+        second.release()
     finally:
         store.close()
         pool.close()
