@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -145,3 +146,21 @@ def pool(database_url: str) -> Iterator[Pool]:
     p = open_pool(database_url)
     yield p
     p.close()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium under Playwright, once per test module. The Sync API runs an
+    event loop in this thread while it is open: one at a time, and closed with the module
+    so that later tests may run their own (`asyncio.run`)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.system_packages import CHROMIUM, CHROMIUM_ARGS, browser_missing
+
+    reason = browser_missing()
+    if reason:
+        pytest.skip(reason)
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()

@@ -17,6 +17,17 @@ import pytest
 
 MARK = "missing system package"
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, the one the browser tests drive
+# Headless, and quiet on a machine whose network is closed: no background connections.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 CJK_FONTS = "/usr/share/fonts/**/*CJK*"
 
 

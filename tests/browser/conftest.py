@@ -13,25 +13,14 @@ import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
-from playwright.sync_api import Browser, Locator, Page, sync_playwright
+from playwright.sync_api import Browser, Locator, Page
 from psycopg.rows import dict_row
 
 from tests.app_db import setup_app
 from tests.browser.ui_servers import AGENT_CHAT_UI, AGENT_INBOX, absent_reason, served_ui
-from tests.integration.studio_helpers import langgraph_dev
-from tests.system_packages import CHROMIUM, browser_missing
+from tests.integration.studio_helpers import POSTGRES_CHECKPOINTER, langgraph_dev
 from writegate.demo.seed import seed_demo
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TOKEN = "demo-user-42"  # examples/server_auth.py: user_42 of tenant_hz
 STATUSES_SQL = "SELECT status FROM writegate.proposals WHERE thread_id = %s ORDER BY created_at"
 REFUNDS_SQL = "SELECT amount_minor FROM provider.refunds WHERE order_id = %s ORDER BY created_at"
@@ -45,25 +34,24 @@ ORDER_SQL = (
     "VALUES (%s, 'tenant_hz', 'user_42', 'CNY', 19900)"
 )
 WAIT_S = 60.0
-POSTGRES_CHECKPOINTER = {"path": "./demo/studio.py:postgres_checkpointer"}
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Browser]:
+def front_ends() -> None:
     for ui in (AGENT_INBOX, AGENT_CHAT_UI):  # no front ends here: nothing to drive
         if reason := absent_reason(ui):
             pytest.skip(reason)
-    if reason := browser_missing():
-        pytest.skip(reason)
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+
+
+@pytest.fixture(scope="module")
+def browser(front_ends: None, request: pytest.FixtureRequest) -> Browser:
+    chromium: Browser = request.getfixturevalue("chromium")  # the module's one browser
+    return chromium
 
 
 @pytest.fixture(scope="session")
 def served(
-    browser: Browser, create_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
+    front_ends: None, create_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
     """(server URL, database URL): `langgraph dev --config langgraph.auth.json`, its
     threads checkpointed in the database."""
@@ -78,13 +66,13 @@ def served(
 
 
 @pytest.fixture(scope="session")
-def agent_inbox(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def agent_inbox(front_ends: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with served_ui(AGENT_INBOX, tmp_path_factory.mktemp("agent_inbox") / "next.log") as url:
         yield url
 
 
 @pytest.fixture(scope="session")
-def agent_chat_ui(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def agent_chat_ui(front_ends: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with served_ui(AGENT_CHAT_UI, tmp_path_factory.mktemp("agent_chat_ui") / "next.log") as url:
         yield url
 

@@ -26,6 +26,8 @@ from tests.integration.http_fixtures import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 60.0
+# The server's checkpointer in the run's database (`langgraph dev` config), instead of its memory.
+POSTGRES_CHECKPOINTER = {"path": "./demo/studio.py:postgres_checkpointer"}
 
 
 def _wait_until_ready(base_url: str, server: subprocess.Popen[bytes], log: Path) -> None:

@@ -24,7 +24,7 @@ from psycopg.rows import dict_row
 
 from tests.app_db import setup_app
 from tests.integration.front_end_payloads import CLIENT_CONTENT, DO_NOT_RENDER, chat_input
-from tests.integration.studio_helpers import langgraph_dev
+from tests.integration.studio_helpers import POSTGRES_CHECKPOINTER, langgraph_dev
 from writegate import Writegate
 from writegate.demo.seed import seed_demo
 
@@ -40,7 +40,6 @@ AUDIT_SQL = (
     "SELECT status, user_id, result FROM writegate.audit WHERE proposal_id = %s "
     "ORDER BY audit_id DESC LIMIT 1"
 )
-POSTGRES_CHECKPOINTER = {"path": "./demo/studio.py:postgres_checkpointer"}
 
 
 @pytest.fixture(params=["in-memory", "postgres"])

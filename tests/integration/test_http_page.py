@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, Request, Route, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Request, Route, expect
 
 from tests.integration.http_fixtures import (
     ROOT,
@@ -20,23 +20,12 @@ from tests.integration.http_fixtures import (
     provider_refunds,
     seeded_database,
 )
-from tests.system_packages import CHROMIUM, browser_missing
 from writegate.demo.runtime import open_demo
 from writegate.surfaces.web import Settings, create_app
 from writegate.surfaces.web.services import TTL_ENV
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SHORT_TTL_SECONDS = "4"
 
 
@@ -69,15 +58,9 @@ def short_site(url: str) -> Iterator[str]:
         yield server.url
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    reason = browser_missing()
-    if reason:
-        pytest.skip(reason)
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+@pytest.fixture
+def browser(chromium: Browser) -> Browser:
+    return chromium
 
 
 @pytest.fixture

@@ -21,14 +21,13 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.schema import Command, Config
 
 from tests.app_db import setup_app
-from tests.integration.studio_helpers import langgraph_dev
+from tests.integration.studio_helpers import POSTGRES_CHECKPOINTER, langgraph_dev
 from writegate.demo.seed import seed_demo
 
 IDENTITY = {"user_id": "user_42", "tenant_id": "tenant_hz"}
 REQUEST = "Please refund ord_1001 because the item arrived broken"
 COUNT_REFUNDS_SQL = "SELECT count(*) FROM provider.refunds WHERE order_id = %s"
 COUNT_THREAD_CHECKPOINTS_SQL = "SELECT count(*) FROM checkpoints WHERE thread_id = %s"
-POSTGRES_CHECKPOINTER = {"path": "./demo/studio.py:postgres_checkpointer"}
 
 pytestmark = pytest.mark.slow
 
