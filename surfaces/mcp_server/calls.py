@@ -16,17 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from writegate.approval.canonical import check_input, digest, to_rfc3339
-from writegate.approval.conversation import awaiting_second
+from writegate.approval.conversation import Ask, Conversation, Over, Ran
 from writegate.approval.errors import (
     AlreadyConsumed,
     NotFound,
     ProposalExpired,
+    ProposalSuperseded,
     SessionMismatch,
     ValidationFailed,
     WritegateError,
 )
 from writegate.approval.models import Identity, Proposal, ProposalStatus
-from writegate.approval.outcomes import execution_outcome, proposal_error
+from writegate.approval.outcomes import proposal_error
 from writegate.approval.service import Confirmation, new_id
 from writegate.approval.spec import ToolSpec
 from writegate.runtime.wiring import Runtime
@@ -78,6 +79,7 @@ class Calls:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.service = runtime.service
+        self.talk = Conversation(runtime.service, runtime.executor)
 
     def read(self, identity: Identity, thread: str, name: str, args: dict[str, Any]) -> Any:
         return self.service.read(identity, name, args, thread_id=thread)
@@ -91,17 +93,20 @@ class Calls:
         proposal = self.service.propose(
             identity, thread_id=thread, tool_call_id=call_id, tool_name=spec.name, raw_args=args
         )
-        if proposal.status is ProposalStatus.EXECUTED:
-            _, execution = self.service.proposal_and_execution(identity, proposal.proposal_id)
-            if execution is None:
-                raise AlreadyConsumed(proposal_id=proposal.proposal_id)
-            receipt = execution_outcome(execution).to_dict()
+        # Where the question stands is the conversation's rule, as on every way in: a
+        # proposal that ran (or that its second approver approved) has its one receipt,
+        # one that ended is told as its error, one parked for its approver says so.
+        step = self.talk.start(identity, proposal, spec.name)
+        if isinstance(step, Over) and step.first_receipt is None:
+            raise step.error
+        if not isinstance(step, Ask):  # its receipt: run once, or its token used before
+            receipt = step.receipt.to_dict() if isinstance(step, Ran) else step.first_receipt
             return proposal, {**proposal_view(proposal), "status": "executed", "receipt": receipt}
-        if awaiting_second(proposal):
+        if step.note is not None:
             return proposal, self.waiting_for_second(proposal)
-        ended = proposal_error(proposal.status, proposal.proposal_id)
-        if ended is not None:
-            raise ended
+        if proposal.status is ProposalStatus.SUPERSEDED:
+            # Edited elsewhere: this request's arguments are not what the person approved.
+            raise ProposalSuperseded(proposal_id=proposal.proposal_id, state=proposal.status.value)
         if self.service.has_expired(proposal):
             raise ProposalExpired(
                 proposal_id=proposal.proposal_id,
