@@ -628,6 +628,45 @@ CREATE INDEX proposals_second_page_idx ON writegate.proposals (tenant_id, create
 CREATE INDEX proposals_mine_page_idx
     ON writegate.proposals (tenant_id, subject, created_at, proposal_id);
 """,
+    # 10. a token and an execution refer to their proposal (docs/protocol.md, "The rows"):
+    # what the foreign key already holds is read from the proposal, never written again
+    # by today's code. Expand only: the copied columns stay, NOT NULL, for the previous
+    # release's processes, which still write and read them; the database fills them from
+    # the proposal row before each insert, so they always say what the proposal says.
+    # The open execution of a request is found through its executed proposal. Dropping
+    # the copies is a later release's migration (docs/upgrading.md).
+    """
+CREATE FUNCTION writegate.token_from_proposal() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT p.subject, p.tenant_id, p.operation, p.resource, p.args_digest, p.digest_scheme,
+        p.request_key, p.tier
+    INTO NEW.subject, NEW.tenant_id, NEW.operation, NEW.resource, NEW.args_digest,
+        NEW.digest_scheme, NEW.request_key, NEW.tier
+    FROM writegate.proposals p WHERE p.proposal_id = NEW.proposal_id;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER tokens_from_proposal BEFORE INSERT ON writegate.tokens
+    FOR EACH ROW EXECUTE FUNCTION writegate.token_from_proposal();
+
+CREATE FUNCTION writegate.execution_from_proposal() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT p.tenant_id, p.subject, p.operation, p.resource, p.args, p.args_digest,
+        p.digest_scheme, p.fingerprint
+    INTO NEW.tenant_id, NEW.subject, NEW.operation, NEW.resource, NEW.args, NEW.args_digest,
+        NEW.digest_scheme, NEW.fingerprint
+    FROM writegate.proposals p WHERE p.proposal_id = NEW.proposal_id;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER executions_from_proposal BEFORE INSERT ON writegate.executions
+    FOR EACH ROW EXECUTE FUNCTION writegate.execution_from_proposal();
+
+CREATE INDEX proposals_executed_fp_idx ON writegate.proposals (tenant_id, fingerprint)
+    WHERE status = 'executed';
+""",
 ]
 
 # A database set up before the schema (its ledger in `public`, version 12 or later of

@@ -317,17 +317,17 @@ def test_same_request_key_with_different_arguments_is_a_conflict(rt):
             tool_name="refund_order",
             raw_args=refund_args(order_id, 200),
         )
-    # at the ledger: a second token carrying the same request key but other arguments
+    # at the ledger: a second request with the same request key but other arguments. A
+    # token carries no key of its own (it refers to its proposal), and a proposal's key
+    # is one request's: the database refuses to give it to another.
     token = confirm(rt, first).token
     rt.executor.execute(ALICE, token)
     second = confirm(rt, propose_refund(rt, order_id, amount=300))
-    with rt.pool.connection() as conn:
+    with rt.pool.connection() as conn, pytest.raises(psycopg.errors.UniqueViolation):
         conn.execute(
-            "UPDATE writegate.tokens SET request_key = %s WHERE proposal_id = %s",
+            "UPDATE writegate.proposals SET request_key = %s WHERE proposal_id = %s",
             (first.request_key, second.proposal.proposal_id),
         )
-    with pytest.raises(errors.IdempotencyConflict):
-        rt.executor.execute(ALICE, second.token)
     assert provider_refunds(rt, order_id) == 1
 
 
