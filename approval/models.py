@@ -165,6 +165,10 @@ class Token:
 
 @dataclass(frozen=True)
 class Execution:
+    """An execution as it is read: its own columns (the claim and its progress), and
+    what it runs, `tenant_id` to `fingerprint` and `digest_scheme`, from its proposal
+    (joined: the row refers to the proposal and copies none of it)."""
+
     execution_id: str
     request_key: str
     token_hash: str
