@@ -64,8 +64,8 @@ SET status = 'running',
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
     next_check_at = NULL,
     updated_at = now()
-FROM due JOIN {EXECUTION_JOIN}
-WHERE e.execution_id = due.execution_id
+FROM due, writegate.proposals p
+WHERE e.execution_id = due.execution_id AND p.proposal_id = e.proposal_id
 RETURNING {EXECUTION_COLUMNS}, due.previous_status, e.checks + 1 AS checks,
     extract(epoch FROM now() - e.created_at)::float8 AS age_seconds"""
 
