@@ -476,35 +476,35 @@ class Executor:
         operation: str | None,
     ) -> Proposal:
         """A token against its caller and the stored snapshot, in the order a refusal
-        says the most without naming anything of someone else's; the token's proposal."""
+        says the most without naming anything of someone else's; the proposal it was
+        presented for. What a token is bound to is its own proposal's (the foreign key
+        holds it, nothing is copied to compare back): presented for another proposal, it
+        allows nothing there."""
         policy = self.service.policy
-        if token.subject != identity.user_id:
+        proposal = locked.proposal
+        bound = (
+            proposal
+            if proposal is not None and proposal.proposal_id == token.proposal_id
+            else tx.get_proposal(token.proposal_id)
+        )
+        assert bound is not None  # a token's proposal: the foreign key
+        if bound.subject != identity.user_id:
             raise SubjectMismatch()
-        if token.tenant_id != identity.tenant_id:
+        if bound.tenant_id != identity.tenant_id:
             raise TenantMismatch()
         if token.audience != policy.audience:
             raise AudienceMismatch(audience=token.audience)
-        if operation is not None and operation != token.operation:
-            raise OperationMismatch(expected=operation, token_operation=token.operation)
-        proposal = locked.proposal
+        if operation is not None and operation != bound.operation:
+            raise OperationMismatch(expected=operation, token_operation=bound.operation)
         if proposal is None or proposal.tenant_id != identity.tenant_id:
             raise NotFound("no such proposal for this user", proposal_id=proposal_id)
-        if proposal.operation != token.operation:
-            raise OperationMismatch(token_operation=token.operation)
-        if proposal.proposal_id == token.proposal_id and token.request_key != proposal.request_key:
-            # The token names another request's key: one key, two requests.
-            raise IdempotencyConflict(request_key=token.request_key)
+        if proposal.operation != bound.operation:
+            raise OperationMismatch(token_operation=bound.operation)
         # Recomputed the way the proposal's digest was written (rows from before JCS).
         executed_digest = digest(proposal.args, proposal.digest_scheme)
-        if (
-            proposal.proposal_id != token.proposal_id
-            or token.resource != proposal.resource
-            or token.digest_scheme != proposal.digest_scheme
-            or token.args_digest != executed_digest
-            or proposal.args_digest != executed_digest
-        ):
+        if proposal is not bound or proposal.args_digest != executed_digest:
             raise ArgsMismatch(
-                approved_digest=token.args_digest,
+                approved_digest=bound.args_digest,
                 requested_digest=proposal.args_digest,
                 executed_digest=executed_digest,
             )

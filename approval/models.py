@@ -148,26 +148,27 @@ class Proposal:
 
 @dataclass(frozen=True)
 class Token:
+    """A confirmation's one-time token. It refers to its proposal, which holds what it is
+    bound to (subject, tenant, operation, resource, arguments and their digest, request
+    key, tier): the foreign key guarantees those, so they are never copied here. Its own
+    fields are only what was fixed at the confirm (docs/protocol.md, "The rows")."""
+
     token_hash: str
     proposal_id: str
-    subject: str
-    tenant_id: str
-    audience: str
-    operation: str
-    resource: str
-    args_digest: str
-    policy_version: str
-    request_key: str
+    audience: str  # the policy's audience at the confirm: a token for one service only
+    policy_version: str  # the policy it was confirmed under: a later one may ask anew
     issued_at: datetime
-    expires_at: datetime
+    expires_at: datetime  # its own lifetime (the tier's), within the proposal's
     status: TokenStatus
     execution_id: str | None = None
-    tier: str = "one_click"
-    digest_scheme: str = DIGEST_SCHEME
 
 
 @dataclass(frozen=True)
 class Execution:
+    """An execution as it is read: its own columns (the claim and its progress), and
+    what it runs, `tenant_id` to `fingerprint` and `digest_scheme`, from its proposal
+    (joined: the row refers to the proposal and copies none of it)."""
+
     execution_id: str
     request_key: str
     token_hash: str

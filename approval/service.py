@@ -592,19 +592,11 @@ class ApprovalService:
         return Token(
             token_hash=hash_secret(secret),
             proposal_id=proposal.proposal_id,
-            subject=proposal.subject,
-            tenant_id=proposal.tenant_id,
             audience=self.policy.audience,
-            operation=proposal.operation,
-            resource=proposal.resource,
-            args_digest=proposal.args_digest,
-            digest_scheme=proposal.digest_scheme,
             policy_version=self.policy.version,
-            request_key=proposal.request_key,
             issued_at=tx.now(),
             expires_at=self.token_expiry(tx, proposal),
             status=TokenStatus.ISSUED,
-            tier=proposal.tier,
         )
 
     def edit_changes_nothing(self, proposal: Proposal, raw_args: dict[str, Any]) -> bool:

@@ -47,6 +47,8 @@ GUARD_SQLSTATE = "WG001"
 _PREFIXES = (ledger_sql.TOKEN_PREFIX, ledger_sql.EXECUTION_PREFIX)
 _JSON_FIELDS = ("args", "preview", "result", "arguments", "risk")
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_EXECUTION_OWN = ledger_sql.names(ledger_sql.EXECUTION_OWN)
+_EXECUTION_FROM_PROPOSAL = ledger_sql.names(ledger_sql.EXECUTION_FROM_PROPOSAL)
 
 
 def _field_names(cls: type) -> tuple[str, ...]:
@@ -84,9 +86,10 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
 
 
-def _row_json(*records: Any) -> Jsonb:
-    """Records as one JSON value for the ledger's functions: one object, or a list."""
-    rows = [{name: getattr(r, name) for name in _field_names(type(r))} for r in records]
+def _row_json(*records: Any, names: tuple[str, ...] | None = None) -> Jsonb:
+    """Records as one JSON value for the ledger's functions: one object, or a list;
+    only the fields in `names` when given (a row's own columns)."""
+    rows = [{name: getattr(r, name) for name in names or _field_names(type(r))} for r in records]
     return Jsonb(rows[0] if len(rows) == 1 else rows, dumps=_dumps)
 
 
@@ -110,6 +113,11 @@ def _execution(row: DictRow | dict[str, Any] | None) -> Execution | None:
 
 def _unprefixed(row: DictRow, prefix: str) -> dict[str, Any]:
     return {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix)}
+
+
+def _of_proposal(row: DictRow) -> dict[str, Any]:
+    """What an execution runs, from its proposal's columns of a row (never copied)."""
+    return {name: row[name] for name in _EXECUTION_FROM_PROPOSAL}
 
 
 def _own(row: DictRow) -> dict[str, Any]:
@@ -185,7 +193,9 @@ class PgLedgerTx:
         if self._clock is None:
             self._now = tx_now  # the transaction's now(), brought along by the lock
         token = _token(_unprefixed(row, ledger_sql.TOKEN_PREFIX))
-        execution = _execution(_unprefixed(row, ledger_sql.EXECUTION_PREFIX))
+        execution = _execution(
+            {**_unprefixed(row, ledger_sql.EXECUTION_PREFIX), **_of_proposal(row)}
+        )
         purged = row.pop("purged")
         return Locked(_proposal(_own(row)), token=token, execution=execution, purged=purged)
 
@@ -281,7 +291,7 @@ class PgLedgerTx:
     # -- tokens -----------------------------------------------------------------------
 
     def insert_token(self, token: Token) -> None:
-        self._conn.execute(self.sql.INSERT_TOKEN_SQL, {**_params(token), "consumed_at": None})
+        self._conn.execute(self.sql.INSERT_TOKEN_SQL, _params(token))
 
     def get_token(self, token_hash: str, *, for_update: bool = False) -> Token | None:
         query = self.sql.SELECT_TOKEN_SQL + (" FOR UPDATE" if for_update else "")
@@ -306,7 +316,7 @@ class PgLedgerTx:
             claim.decided_by,
             _row_json(claim.token),
             claim.issue,
-            _row_json(claim.execution),
+            _row_json(claim.execution, names=_EXECUTION_OWN),
             Jsonb([_row_json(a).obj for a in claim.audit], dumps=_dumps),
         )
         try:
@@ -333,8 +343,8 @@ class PgLedgerTx:
             )
             if v is not None
         )
-        query = self.sql.SELECT_EXECUTION_SQL + f"{column} = %s"
-        return _execution(self._one(query + (" FOR UPDATE" if for_update else ""), (value,)))
+        query = self.sql.SELECT_EXECUTION_SQL + f"e.{column} = %s"
+        return _execution(self._one(query + (" FOR UPDATE OF e" if for_update else ""), (value,)))
 
     def transition_execution(
         self,

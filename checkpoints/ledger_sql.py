@@ -20,9 +20,25 @@ PROPOSAL_COLUMNS = """proposal_id, thread_id, tool_call_id, subject, tenant_id, 
     message_id, decision_reason"""
 
 
-TOKEN_COLUMNS = """token_hash, proposal_id, subject, tenant_id, audience, operation,
-    resource, args_digest, policy_version, request_key, issued_at, expires_at, status,
-    execution_id, tier, digest_scheme"""
+def names(columns: str) -> tuple[str, ...]:
+    """The names of a column list."""
+    return tuple(name.strip() for name in columns.split(","))
+
+
+def columns(listed: str, alias: str = "", prefix: str = "") -> str:
+    """`listed` (a column list) for a select list: each qualified by `alias` if given,
+    and named with `prefix` before it if given."""
+    each = names(listed)
+    qualified = [f"{alias}.{name}" if alias else name for name in each]
+    if prefix:
+        qualified = [f"{q} AS {prefix}{name}" for q, name in zip(qualified, each, strict=True)]
+    return ", ".join(qualified)
+
+
+# A token's own columns, what the confirm fixed (docs/protocol.md, "The rows"). What it
+# is bound to is its proposal's: the foreign key holds it, nothing here copies it.
+TOKEN_COLUMNS = """token_hash, proposal_id, audience, policy_version, issued_at, expires_at,
+    status, execution_id"""
 
 
 AWAITING_FILTERS = {
@@ -72,19 +88,27 @@ def created_page(
 AWAITING_AFTER = after_created("proposal_id")
 
 
-EXECUTION_COLUMNS = """execution_id, request_key, token_hash, proposal_id, tenant_id, subject,
-    operation, resource, args, args_digest, fingerprint, status, attempts, lease_owner,
-    lease_expires_at, provider_ref, result, error_code, created_at, updated_at,
-    completed_at, digest_scheme"""
+# An execution's own columns: the claim (its request key, the token it consumed) and
+# its progress (docs/protocol.md, "The rows").
+EXECUTION_OWN = """execution_id, request_key, token_hash, proposal_id, status, attempts,
+    lease_owner, lease_expires_at, provider_ref, result, error_code, created_at, updated_at,
+    completed_at"""
+# What an execution runs, read from its proposal: the foreign key holds it, never copied.
+EXECUTION_FROM_PROPOSAL = """tenant_id, subject, operation, resource, args, args_digest,
+    fingerprint, digest_scheme"""
+# An execution as it is read: its own columns (`e`) and its proposal's (`p`), joined so.
+EXECUTION_COLUMNS = columns(EXECUTION_OWN, "e") + ", " + columns(EXECUTION_FROM_PROPOSAL, "p")
+EXECUTION_JOIN = "writegate.proposals p ON p.proposal_id = e.proposal_id"
 
 # The columns of the token and of the execution read under a proposal's lock come
 # prefixed (the view writegate.locked), apart from the proposal's.
 TOKEN_PREFIX, EXECUTION_PREFIX = "t_", "x_"
 
 # The execution's columns as LOOK_UP_CALL_SQL reads them, prefixed.
-_PREFIXED_EXECUTION_COLUMNS = ", ".join(
-    f"{column.strip()} AS {EXECUTION_PREFIX}{column.strip()}"
-    for column in EXECUTION_COLUMNS.split(",")
+_PREFIXED_EXECUTION_COLUMNS = (
+    columns(EXECUTION_OWN, "e", EXECUTION_PREFIX)
+    + ", "
+    + columns(EXECUTION_FROM_PROPOSAL, "p", EXECUTION_PREFIX)
 )
 
 AUDIT_COLUMNS = """tenant_id, user_id, thread_id, tool_name, event, arguments, arguments_hash,
@@ -135,7 +159,13 @@ WHERE thread_id = %s AND message_id = %s AND tool_call_id = %s"""
     # The proposal, locked, and what is read under its lock (writegate.lock_proposal), with
     # the transaction's clock beside it: now() is the start of the transaction whichever
     # statement reads it, so the lock brings it along.
-    LOCK_PROPOSAL_SQL = "SELECT now() AS tx_now, l.* FROM writegate.lock_proposal(%s) AS l"
+    # Only the token's and the execution's own columns: what they run comes from the
+    # proposal's (the view has their old copies too, for the previous release).
+    LOCK_PROPOSAL_SQL = f"""
+SELECT now() AS tx_now, {PROPOSAL_COLUMNS},
+    {", ".join(TOKEN_PREFIX + name for name in names(TOKEN_COLUMNS))},
+    {", ".join(EXECUTION_PREFIX + name for name in names(EXECUTION_OWN))}, purged
+FROM writegate.lock_proposal(%s)"""
 
     TRANSITION_PROPOSAL_SQL = """
 UPDATE writegate.proposals
@@ -147,12 +177,11 @@ SET status = %(new)s,
 WHERE proposal_id = %(proposal_id)s AND status = %(expected)s
 RETURNING proposal_id"""
 
+    # The columns the token copies of its proposal are the database's to fill
+    # (writegate.token_from_proposal, migration 10), while they exist.
     INSERT_TOKEN_SQL = f"""
 INSERT INTO writegate.tokens ({TOKEN_COLUMNS}, consumed_at)
-VALUES (%(token_hash)s, %(proposal_id)s, %(subject)s, %(tenant_id)s, %(audience)s,
-    %(operation)s, %(resource)s, %(args_digest)s, %(policy_version)s, %(request_key)s,
-    %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s, %(tier)s, %(digest_scheme)s,
-    %(consumed_at)s)"""
+VALUES ({", ".join(f"%({name})s" for name in names(TOKEN_COLUMNS))}, NULL)"""
 
     SELECT_TOKEN_SQL = f"SELECT {TOKEN_COLUMNS} FROM writegate.tokens WHERE token_hash = %s"
 
@@ -204,13 +233,15 @@ UPDATE writegate.tokens SET status = 'revoked'
 WHERE proposal_id = %s AND status = 'issued'
 RETURNING token_hash"""
 
-    SELECT_EXECUTION_SQL = f"SELECT {EXECUTION_COLUMNS} FROM writegate.executions WHERE "
+    SELECT_EXECUTION_SQL = (
+        f"SELECT {EXECUTION_COLUMNS} FROM writegate.executions e JOIN {EXECUTION_JOIN} WHERE "
+    )
 
     # propose's one read before it writes: the call's own proposal if it has one (a
     # re-run); else the thread's open proposal for the same request and the request's
     # open execution. The execution's columns come prefixed, apart from the proposal's.
     LOOK_UP_CALL_SQL = f"""
-SELECT now() AS tx_now, c.*, e.*
+SELECT now() AS tx_now, c.*, x.*
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
     (SELECT true AS same_call, {PROPOSAL_COLUMNS} FROM writegate.proposals
@@ -229,11 +260,12 @@ LEFT JOIN LATERAL (
     ORDER BY same_call DESC LIMIT 1
 ) AS c ON true
 LEFT JOIN LATERAL (
-    SELECT {_PREFIXED_EXECUTION_COLUMNS} FROM writegate.executions
-    WHERE tenant_id = %(tenant_id)s AND fingerprint = %(fingerprint)s
-      AND status IN ({OPEN_EXECUTION_SQL})
+    SELECT {_PREFIXED_EXECUTION_COLUMNS}
+    FROM writegate.proposals p JOIN writegate.executions e ON e.proposal_id = p.proposal_id
+    WHERE p.tenant_id = %(tenant_id)s AND p.fingerprint = %(fingerprint)s
+      AND p.status = 'executed' AND e.status IN ({OPEN_EXECUTION_SQL})
     LIMIT 1
-) AS e ON c.same_call IS NOT TRUE"""
+) AS x ON c.same_call IS NOT TRUE"""
 
     # `now` may be null: the transaction's own now(), which RETURNING then reports. The
     # audit rows (`audit`, a JSON list, or null for none) are written by the same statement
@@ -257,7 +289,7 @@ SET status = %(new)s,
                         THEN COALESCE(%(now)s::timestamptz, now()) ELSE completed_at END
 WHERE execution_id = %(execution_id)s AND status = ANY(%(expected)s)
   AND (%(require_owner)s::text IS NULL OR lease_owner = %(require_owner)s)
-RETURNING {EXECUTION_COLUMNS}
+RETURNING {EXECUTION_OWN}
 ), audited AS (
 INSERT INTO writegate.audit ({AUDIT_COLUMNS})
 SELECT {AUDIT_COLUMNS}
@@ -265,7 +297,7 @@ FROM jsonb_populate_recordset(NULL::writegate.audit, %(audit)s::jsonb) WITH ORDI
 WHERE EXISTS (SELECT 1 FROM done)
 ORDER BY ordinality
 )
-SELECT * FROM done"""
+SELECT {EXECUTION_COLUMNS} FROM done e JOIN {EXECUTION_JOIN}"""
 
     SELECT_AUDIT_SQL = f"""
 SELECT audit_id, created_at, {AUDIT_COLUMNS} FROM writegate.audit

@@ -8,26 +8,39 @@ number of processes, each get different rows and never wait on each other.
 
 from __future__ import annotations
 
-from writegate.checkpoints.ledger_sql import EXECUTION_COLUMNS, after_created
+from writegate.checkpoints.ledger_sql import (
+    EXECUTION_COLUMNS,
+    EXECUTION_JOIN,
+    EXECUTION_OWN,
+    after_created,
+)
 from writegate.checkpoints.namespace import Statements
 from writegate.checkpoints.statuses import OPEN_EXECUTION_SQL, RECONCILABLE_SQL
 
-_E_COLUMNS = ", ".join("e." + c.strip() for c in EXECUTION_COLUMNS.split(","))
+
+def _returning_execution(update: str) -> str:
+    """`update` (of one execution, `RETURNING` left off) answering with the execution as
+    it is read: its own columns and what it runs, from its proposal."""
+    return f"""
+WITH done AS ({update}
+RETURNING {EXECUTION_OWN})
+SELECT {EXECUTION_COLUMNS} FROM done e JOIN {EXECUTION_JOIN}"""
+
 
 # Due: running, unknown or failed_retryable, with no live lease (a worker that died, or
 # an outcome recorded and let go; a call past its deadline keeps its lease while it
 # runs) and past its next check. The status list matches the partial index
 # executions_backlog_idx.
 _DUE = f"""
-    status IN ({RECONCILABLE_SQL})
-    AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-    AND (next_check_at IS NULL OR next_check_at <= now())"""
+    e.status IN ({RECONCILABLE_SQL})
+    AND (e.lease_expires_at IS NULL OR e.lease_expires_at <= now())
+    AND (e.next_check_at IS NULL OR e.next_check_at <= now())"""
 
 
 _GUARD = "WHERE execution_id = %(execution_id)s AND status = 'running' AND lease_owner = %(owner)s"
 
 
-ESCALATION_FILTERS = {"tenant_id": "e.tenant_id = %(tenant_id)s"}
+ESCALATION_FILTERS = {"tenant_id": "p.tenant_id = %(tenant_id)s"}
 ESCALATIONS_AFTER = after_created("e.execution_id", at="e.created_at")
 
 
@@ -38,12 +51,12 @@ class OpsSQL(Statements):
     # A reconciler claims only executions of the tools it runs (%(operations)s).
     CLAIM_DUE_SQL = f"""
 WITH due AS (
-    SELECT execution_id, status AS previous_status
-    FROM writegate.executions
-    WHERE {_DUE} AND operation = ANY(%(operations)s)
-    ORDER BY updated_at
+    SELECT e.execution_id, e.status AS previous_status
+    FROM writegate.executions e JOIN {EXECUTION_JOIN}
+    WHERE {_DUE} AND p.operation = ANY(%(operations)s)
+    ORDER BY e.updated_at
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF e SKIP LOCKED
 )
 UPDATE writegate.executions AS e
 SET status = 'running',
@@ -51,18 +64,18 @@ SET status = 'running',
     lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
     next_check_at = NULL,
     updated_at = now()
-FROM due
-WHERE e.execution_id = due.execution_id
-RETURNING {_E_COLUMNS}, due.previous_status, e.checks + 1 AS checks,
+FROM due, writegate.proposals p
+WHERE e.execution_id = due.execution_id AND p.proposal_id = e.proposal_id
+RETURNING {EXECUTION_COLUMNS}, due.previous_status, e.checks + 1 AS checks,
     extract(epoch FROM now() - e.created_at)::float8 AS age_seconds"""
 
     # What a reconciler left for the processes that run other tools.
     DUE_ELSEWHERE_SQL = f"""
-SELECT operation, count(*) AS n FROM writegate.executions
-WHERE {_DUE} AND NOT operation = ANY(%(operations)s)
-GROUP BY operation ORDER BY operation"""
+SELECT p.operation, count(*) AS n FROM writegate.executions e JOIN {EXECUTION_JOIN}
+WHERE {_DUE} AND NOT p.operation = ANY(%(operations)s)
+GROUP BY p.operation ORDER BY p.operation"""
 
-    SETTLE_SQL = f"""
+    SETTLE_SQL = _returning_execution(f"""
 UPDATE writegate.executions
 SET status = %(status)s,
     provider_ref = COALESCE(%(provider_ref)s, provider_ref),
@@ -71,10 +84,9 @@ SET status = %(status)s,
     updated_at = now(),
     completed_at = now(),
     reconciled_at = now()
-{_GUARD}
-RETURNING {EXECUTION_COLUMNS}"""
+{_GUARD}""")
 
-    DEFER_SQL = f"""
+    DEFER_SQL = _returning_execution(f"""
 UPDATE writegate.executions
 SET status = %(status)s,
     error_code = %(error_code)s,
@@ -82,20 +94,18 @@ SET status = %(status)s,
     next_check_at = now() + make_interval(secs => %(delay_seconds)s),
     lease_expires_at = now() + make_interval(secs => %(hold_seconds)s),
     updated_at = now()
-{_GUARD}
-RETURNING {EXECUTION_COLUMNS}"""
+{_GUARD}""")
 
-    ESCALATE_SQL = f"""
+    ESCALATE_SQL = _returning_execution(f"""
 UPDATE writegate.executions
 SET status = 'escalated', escalation = %(reason)s, checks = checks + 1, updated_at = now()
-{_GUARD}
-RETURNING {EXECUTION_COLUMNS}"""
+{_GUARD}""")
 
     # A page of escalated executions: keyset on (created_at, execution_id), neither ever
     # updated; `{where}` only of ESCALATION_FILTERS' and ESCALATIONS_AFTER's fixed texts.
     LIST_ESCALATIONS_SQL = f"""
-SELECT {_E_COLUMNS}, e.checks, e.escalation, p.thread_id, p.decided_by, p.preview
-FROM writegate.executions e JOIN writegate.proposals p ON p.proposal_id = e.proposal_id
+SELECT {EXECUTION_COLUMNS}, e.checks, e.escalation, p.thread_id, p.decided_by, p.preview
+FROM writegate.executions e JOIN {EXECUTION_JOIN}
 WHERE e.status = 'escalated'{{where}}
 ORDER BY e.created_at {{direction}}, e.execution_id {{direction}}
 LIMIT %(limit)s"""
@@ -151,9 +161,9 @@ WHERE superseded_by = ANY(%(ids)s) AND NOT proposal_id = ANY(%(ids)s)"""
     # -- statistics (also the Prometheus metrics) ----------------------------------------
 
     OPEN_EXECUTIONS_SQL = f"""
-SELECT operation, status, count(*) AS n FROM writegate.executions
-WHERE status IN ({OPEN_EXECUTION_SQL})
-GROUP BY operation, status"""
+SELECT p.operation, e.status, count(*) AS n FROM writegate.executions e JOIN {EXECUTION_JOIN}
+WHERE e.status IN ({OPEN_EXECUTION_SQL})
+GROUP BY p.operation, e.status"""
 
     BACKLOG_SQL = f"""
 SELECT count(*) AS n,

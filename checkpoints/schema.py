@@ -628,6 +628,82 @@ CREATE INDEX proposals_second_page_idx ON writegate.proposals (tenant_id, create
 CREATE INDEX proposals_mine_page_idx
     ON writegate.proposals (tenant_id, subject, created_at, proposal_id);
 """,
+    # 10. a token and an execution refer to their proposal (docs/protocol.md, "The rows"):
+    # what the foreign key already holds is read from the proposal, never written again
+    # by today's code. Expand only: the copied columns stay, NOT NULL, for the previous
+    # release's processes, which still write and read them; the database fills them from
+    # the proposal row before each insert, so they always say what the proposal says.
+    # The open execution of a request is found through its executed proposal. Dropping
+    # the copies is a later release's migration (docs/upgrading.md).
+    """
+CREATE FUNCTION writegate.token_from_proposal() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT p.subject, p.tenant_id, p.operation, p.resource, p.args_digest, p.digest_scheme,
+        p.request_key, p.tier
+    INTO NEW.subject, NEW.tenant_id, NEW.operation, NEW.resource, NEW.args_digest,
+        NEW.digest_scheme, NEW.request_key, NEW.tier
+    FROM writegate.proposals p WHERE p.proposal_id = NEW.proposal_id;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER tokens_from_proposal BEFORE INSERT ON writegate.tokens
+    FOR EACH ROW EXECUTE FUNCTION writegate.token_from_proposal();
+
+CREATE FUNCTION writegate.execution_from_proposal() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT p.tenant_id, p.subject, p.operation, p.resource, p.args, p.args_digest,
+        p.digest_scheme, p.fingerprint
+    INTO NEW.tenant_id, NEW.subject, NEW.operation, NEW.resource, NEW.args, NEW.args_digest,
+        NEW.digest_scheme, NEW.fingerprint
+    FROM writegate.proposals p WHERE p.proposal_id = NEW.proposal_id;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER executions_from_proposal BEFORE INSERT ON writegate.executions
+    FOR EACH ROW EXECUTE FUNCTION writegate.execution_from_proposal();
+
+CREATE INDEX proposals_executed_fp_idx ON writegate.proposals (tenant_id, fingerprint)
+    WHERE status = 'executed';
+
+-- Why each column a token or an execution keeps is its own (docs/protocol.md).
+COMMENT ON COLUMN writegate.tokens.token_hash IS
+    'the hash of the secret a client presents; the secret is never stored';
+COMMENT ON COLUMN writegate.tokens.proposal_id IS
+    'the proposal it was issued for, and so everything it is bound to';
+COMMENT ON COLUMN writegate.tokens.audience IS
+    'the policy''s audience at the confirm: a token for one service only';
+COMMENT ON COLUMN writegate.tokens.policy_version IS
+    'the policy it was confirmed under: a later policy may ask for a new confirm';
+COMMENT ON COLUMN writegate.tokens.issued_at IS 'when the confirm issued it';
+COMMENT ON COLUMN writegate.tokens.expires_at IS
+    'its own lifetime (its tier''s), set at the confirm, within the proposal''s';
+COMMENT ON COLUMN writegate.tokens.status IS 'issued, consumed or revoked';
+COMMENT ON COLUMN writegate.tokens.consumed_at IS 'when its execution claimed it';
+COMMENT ON COLUMN writegate.tokens.execution_id IS 'the execution that consumed it';
+COMMENT ON COLUMN writegate.executions.proposal_id IS
+    'the proposal it runs: operation, resource, arguments and digest come from there';
+COMMENT ON COLUMN writegate.executions.token_hash IS 'the token the claim consumed';
+COMMENT ON COLUMN writegate.executions.request_key IS
+    'the key sent downstream and looked up by the reconciler; unique: the claim itself';
+DO $$
+DECLARE
+    copied text;
+BEGIN
+    FOREACH copied IN ARRAY ARRAY['subject', 'tenant_id', 'operation', 'resource',
+        'args_digest', 'digest_scheme', 'request_key', 'tier'] LOOP
+        EXECUTE format('COMMENT ON COLUMN writegate.tokens.%I IS %L', copied,
+            'the proposal''s, copied for 0.2.0 (filled by tokens_from_proposal): unread');
+    END LOOP;
+    FOREACH copied IN ARRAY ARRAY['tenant_id', 'subject', 'operation', 'resource', 'args',
+        'args_digest', 'digest_scheme', 'fingerprint'] LOOP
+        EXECUTE format('COMMENT ON COLUMN writegate.executions.%I IS %L', copied,
+            'the proposal''s, copied for 0.2.0 (filled by executions_from_proposal): unread');
+    END LOOP;
+END
+$$;
+""",
 ]
 
 # A database set up before the schema (its ledger in `public`, version 12 or later of

@@ -299,6 +299,34 @@ def test_the_one_transaction_confirm_leaves_the_rows_the_two_step_confirm_leaves
     assert one["decided_at"] == one["issued_at"] == one["consumed_at"] is not None
 
 
+COPIES_SQL = """
+SELECT (t.subject, t.tenant_id, t.operation, t.resource, t.args_digest, t.digest_scheme,
+        t.request_key, t.tier)
+     = (p.subject, p.tenant_id, p.operation, p.resource, p.args_digest, p.digest_scheme,
+        p.request_key, p.tier) AS token_copies,
+       (e.tenant_id, e.subject, e.operation, e.resource, e.args, e.args_digest,
+        e.digest_scheme, e.fingerprint)
+     = (p.tenant_id, p.subject, p.operation, p.resource, p.args, p.args_digest,
+        p.digest_scheme, p.fingerprint) AS execution_copies
+FROM writegate.proposals p JOIN writegate.tokens t USING (proposal_id)
+    JOIN writegate.executions e USING (proposal_id)
+WHERE p.proposal_id = %s"""
+
+
+def test_the_columns_kept_for_the_previous_release_say_what_the_proposal_says(rt):
+    """A token and an execution refer to their proposal; their old copied columns,
+    which a 0.2.0 process still reads, are filled from it by the database."""
+    together = propose_refund(rt, new_order(rt), amount=100)
+    decision = Confirm(action="confirm", proposal_id=together.proposal_id)
+    assert isinstance(rt.executor.confirm(ALICE, decision, "refund_order"), Receipt)
+    apart = propose_refund(rt, new_order(rt), amount=100)
+    assert rt.executor.execute(ALICE, confirm(rt, apart).token).status == "succeeded"
+    with rt.pool.connection() as conn:
+        for proposal in (together, apart):
+            row = conn.execute(COPIES_SQL, (proposal.proposal_id,)).fetchone()
+            assert row == {"token_copies": True, "execution_copies": True}
+
+
 def test_same_request_key_with_different_arguments_is_a_conflict(rt):
     order_id = new_order(rt)
     thread = "th_conflict"
@@ -317,17 +345,17 @@ def test_same_request_key_with_different_arguments_is_a_conflict(rt):
             tool_name="refund_order",
             raw_args=refund_args(order_id, 200),
         )
-    # at the ledger: a second token carrying the same request key but other arguments
+    # at the ledger: a second request with the same request key but other arguments. A
+    # token carries no key of its own (it refers to its proposal), and a proposal's key
+    # is one request's: the database refuses to give it to another.
     token = confirm(rt, first).token
     rt.executor.execute(ALICE, token)
     second = confirm(rt, propose_refund(rt, order_id, amount=300))
-    with rt.pool.connection() as conn:
+    with rt.pool.connection() as conn, pytest.raises(psycopg.errors.UniqueViolation):
         conn.execute(
-            "UPDATE writegate.tokens SET request_key = %s WHERE proposal_id = %s",
+            "UPDATE writegate.proposals SET request_key = %s WHERE proposal_id = %s",
             (first.request_key, second.proposal.proposal_id),
         )
-    with pytest.raises(errors.IdempotencyConflict):
-        rt.executor.execute(ALICE, second.token)
     assert provider_refunds(rt, order_id) == 1
 
 

@@ -168,7 +168,8 @@ def test_the_previous_release_started_after_the_upgrade_refuses_and_changes_noth
 ) -> None:
     """A process of the previous release started after today's code migrated refuses at
     once, naming both releases and changing nothing: today's code added core migrations
-    it does not know (0.3.0 adds the requester's paging index)."""
+    it does not know (0.3.0 adds the requester's paging index, and migration 10: a token and
+    an execution refer to their proposal)."""
     old = release_python(PREVIOUS_RELEASE)
     url = create_database()
     left = drive(old, url, "leave")
