@@ -61,6 +61,10 @@ if TYPE_CHECKING:
         Identity,
         Receipt,
     )
+    from writegate.approval.money import (
+        describe_currency,
+        format_minor,
+    )
     from writegate.approval.policy import (
         Policy,
     )
@@ -141,7 +145,9 @@ __all__ = [
     "Writegate",
     "WritegateError",
     "__version__",
+    "describe_currency",
     "error_for_code",
+    "format_minor",
     "read_tool",
     "resume_requester",
     "write_tool",
@@ -200,7 +206,9 @@ _WHERE = {
     "WriteToolOptions": "writegate.tools.kit",
     "Writegate": "writegate.runtime.writegate",
     "WritegateError": "writegate.approval.errors",
+    "describe_currency": "writegate.approval.money",
     "error_for_code": "writegate.approval.errors",
+    "format_minor": "writegate.approval.money",
     "read_tool": "writegate.tools.kit",
     "resume_requester": "writegate.graph.server_resume",
     "write_tool": "writegate.tools.kit",
