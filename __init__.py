@@ -75,6 +75,10 @@ if TYPE_CHECKING:
         AuditRow,
         ProposalView,
     )
+    from writegate.checkpoints.migrate import (
+        MigrationList,
+        apply_migrations,
+    )
     from writegate.graph.server_resume import (
         resume_requester,
     )
@@ -119,6 +123,7 @@ __all__ = [
     "Identity",
     "IdentityConflict",
     "InvalidTransition",
+    "MigrationList",
     "MissingIdentity",
     "NotFound",
     "Policy",
@@ -145,6 +150,7 @@ __all__ = [
     "Writegate",
     "WritegateError",
     "__version__",
+    "apply_migrations",
     "describe_currency",
     "error_for_code",
     "format_minor",
@@ -181,6 +187,7 @@ _WHERE = {
     "Identity": "writegate.approval.models",
     "IdentityConflict": "writegate.approval.errors",
     "InvalidTransition": "writegate.approval.errors",
+    "MigrationList": "writegate.checkpoints.migrate",
     "MissingIdentity": "writegate.approval.errors",
     "NotFound": "writegate.approval.errors",
     "Policy": "writegate.approval.policy",
@@ -206,6 +213,7 @@ _WHERE = {
     "WriteToolOptions": "writegate.tools.kit",
     "Writegate": "writegate.runtime.writegate",
     "WritegateError": "writegate.approval.errors",
+    "apply_migrations": "writegate.checkpoints.migrate",
     "describe_currency": "writegate.approval.money",
     "error_for_code": "writegate.approval.errors",
     "format_minor": "writegate.approval.money",

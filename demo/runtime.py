@@ -17,9 +17,8 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
-from writegate import RetryPolicy
+from writegate import RetryPolicy, apply_migrations
 from writegate.checkpoints.database import resolve_database_url
-from writegate.checkpoints.migrate import apply_migrations
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.checkpoints.schema import setup_database
 from writegate.demo.domain import default_registry

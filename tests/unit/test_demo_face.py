@@ -15,8 +15,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # (module, name) the demo imports from below the public face, today.
 BELOW_THE_FACE = {
     ("writegate.checkpoints.database", "resolve_database_url"),
-    ("writegate.checkpoints.migrate", "MigrationList"),
-    ("writegate.checkpoints.migrate", "apply_migrations"),
     ("writegate.checkpoints.pool", "Pool"),
     ("writegate.checkpoints.pool", "open_pool"),
     ("writegate.checkpoints.schema", "setup_database"),
