@@ -61,6 +61,10 @@ if TYPE_CHECKING:
         Identity,
         Receipt,
     )
+    from writegate.approval.money import (
+        describe_currency,
+        format_minor,
+    )
     from writegate.approval.policy import (
         Policy,
     )
@@ -70,6 +74,10 @@ if TYPE_CHECKING:
     from writegate.approval.views import (
         AuditRow,
         ProposalView,
+    )
+    from writegate.checkpoints.migrate import (
+        MigrationList,
+        apply_migrations,
     )
     from writegate.graph.server_resume import (
         resume_requester,
@@ -115,6 +123,7 @@ __all__ = [
     "Identity",
     "IdentityConflict",
     "InvalidTransition",
+    "MigrationList",
     "MissingIdentity",
     "NotFound",
     "Policy",
@@ -141,7 +150,10 @@ __all__ = [
     "Writegate",
     "WritegateError",
     "__version__",
+    "apply_migrations",
+    "describe_currency",
     "error_for_code",
+    "format_minor",
     "read_tool",
     "resume_requester",
     "write_tool",
@@ -175,6 +187,7 @@ _WHERE = {
     "Identity": "writegate.approval.models",
     "IdentityConflict": "writegate.approval.errors",
     "InvalidTransition": "writegate.approval.errors",
+    "MigrationList": "writegate.checkpoints.migrate",
     "MissingIdentity": "writegate.approval.errors",
     "NotFound": "writegate.approval.errors",
     "Policy": "writegate.approval.policy",
@@ -200,7 +213,10 @@ _WHERE = {
     "WriteToolOptions": "writegate.tools.kit",
     "Writegate": "writegate.runtime.writegate",
     "WritegateError": "writegate.approval.errors",
+    "apply_migrations": "writegate.checkpoints.migrate",
+    "describe_currency": "writegate.approval.money",
     "error_for_code": "writegate.approval.errors",
+    "format_minor": "writegate.approval.money",
     "read_tool": "writegate.tools.kit",
     "resume_requester": "writegate.graph.server_resume",
     "write_tool": "writegate.tools.kit",

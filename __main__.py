@@ -1,5 +1,6 @@
-"""The `writegate` command (also `python -m writegate`): the surfaces' commands plus
-`writegate bench`, which sits above them.
+"""The `writegate` command (also `python -m writegate`): the app `writegate.console`
+composes (the surfaces' commands and the demo's) plus `writegate bench`, which sits
+above them.
 
 The benchmark is not part of the library: it lives in the repository's `bench/` and
 never ships in the wheel. In a checkout (`uv sync` links it in) `writegate bench` runs
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import typer
 
-from writegate.surfaces.cli.app import Register, build_app, run
+from writegate.console.app import command as console_app
+from writegate.surfaces.cli.app import Register, run
 from writegate.surfaces.cli.common import err_console
 
 
@@ -39,7 +41,7 @@ def _bench() -> Register:
 
 def command() -> typer.Typer:
     """The whole `writegate` app."""
-    return build_app(extra=[_bench()])
+    return console_app(extra=[_bench()])
 
 
 def main() -> None:

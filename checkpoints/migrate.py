@@ -70,12 +70,17 @@ class MigrationError(Exception):
 
 @dataclass(frozen=True)
 class MigrationList:
-    """One owner's migrations and the table that records them.
+    """One owner's migrations and the table that records them: writegate's own lists,
+    or an application's tables beside writegate's, applied with `apply_migrations`.
 
-    `table` and the migrations name writegate's schema as `writegate.`; they are
-    applied to the schema given (`checkpoints/namespace.py`). `legacy`, if set, is a
-    relation that only a database set up before that schema has, and the SQL that
-    adopts its tables as this list's version 1 instead of creating them.
+    `name` is what `writegate db status` calls the list; `table` (schema-qualified,
+    e.g. `public.myapp_migrations`) records the versions applied; `migrations` is the
+    SQL of each version in order, the position being the version: append, never edit
+    (a changed migration is refused by its checksum). In writegate's own lists, `table`
+    and the migrations name writegate's schema as `writegate.`; they are applied to the
+    schema given (`checkpoints/namespace.py`). `legacy`, if set, is a relation that only
+    a database set up before that schema has, and the SQL that adopts its tables as this
+    list's version 1 instead of creating them.
     """
 
     name: str
@@ -90,10 +95,11 @@ def apply_migrations(
     *,
     schema: str = DEFAULT_SCHEMA,
 ) -> int:
-    """Apply the migrations not yet recorded; return how many.
+    """Apply the migrations of `migrations` not yet recorded on the database (a URL, or
+    a connection with no transaction open); return how many.
 
-    All pending migrations run in one transaction: either all apply or none.
-    A connection passed in must have no transaction open.
+    All pending migrations run in one transaction, under an advisory lock, so many
+    processes may call it at once: either all apply or none, and each applies once.
     """
     schema = schema_name(schema)
     if isinstance(conn_or_url, str):

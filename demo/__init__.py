@@ -2,9 +2,12 @@
 refunds through a payment provider (its simulator and HTTP client), support tickets, a
 batch close, their tables (`schema.py`, a migration list of their own), seed data,
 fault scripts, its policy (`policy.toml`), its agent's prompt (`prompt.py`), its
-runtime (`runtime.py`) and the Studio entry (`studio.py`, which `langgraph.json`
-serves as `writegate`). Only the demo's commands, the tests and the bench load it;
-the library never does.
+runtime (`runtime.py`), how the commands that are not its own serve it on its database
+(`served.py`) and the Studio entry (`studio.py`, which `langgraph.json` serves as
+`writegate`). It imports what `writegate` exports and its own modules, plus the few
+names tests/unit/test_demo_face.py pins; never a surface. Its commands (`writegate
+demo`, `chat`, `db seed`, ...) are composed in `writegate.console`; only they, the
+tests and the bench load it: the library never does.
 """
 
 if __name__ != "writegate.demo":  # the repository root is the package `writegate`

@@ -36,7 +36,7 @@ from writegate import (
     WritegateError,
     write_tool,
 )
-from writegate.approval.canonical import digest
+from writegate.demo.formats import digest
 from writegate.demo.tickets import TicketId, check_transition, own_ticket, ticket_view
 
 MAX_BATCH = 200

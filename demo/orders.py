@@ -10,8 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from writegate import Identity, NotFound, read_tool
-from writegate.demo.money import format_minor
+from writegate import Identity, NotFound, format_minor, read_tool
 
 SELECT_ORDER_SQL = """
 SELECT order_id, currency, payable_minor, refunded_minor, shipping_address, version

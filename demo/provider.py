@@ -23,7 +23,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from writegate import ValidationFailed
-from writegate.approval.canonical import digest, to_rfc3339
+from writegate.demo.formats import digest, rfc3339
 
 INSERT_PROVIDER_REFUND_SQL = """
 INSERT INTO provider.refunds
@@ -106,7 +106,7 @@ def _result(row: dict[str, Any]) -> dict[str, Any]:
         "amount_minor": row["amount_minor"],
         "currency": row["currency"],
         "status": "succeeded",
-        "created_at": to_rfc3339(row["created_at"]),
+        "created_at": rfc3339(row["created_at"]),
     }
 
 

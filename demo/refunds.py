@@ -29,9 +29,11 @@ from writegate import (
     StateChanged,
     ToolPreview,
     ValidationFailed,
+    describe_currency,
+    format_minor,
     write_tool,
 )
-from writegate.demo.money import CURRENCY_CODES, CurrencyCode, describe_currency, format_minor
+from writegate.demo.money import CURRENCY_CODES, CurrencyCode
 from writegate.demo.orders import SELECT_ORDER_SQL, OrderId, order_view, own_order
 from writegate.demo.provider import ProviderClient
 

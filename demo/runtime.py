@@ -1,11 +1,11 @@
 """The demo application's runtime: writegate's core over the demo domain's tools.
 
-What the demo commands (`writegate demo`, `chat`, `serve`, `mcp`, `reconcile`), the
-Studio entry, the tests and the bench run on: writegate's tables and the demo's own
+What the demo commands (`writegate demo`, `chat`), the commands that serve it on its
+database (`serve`, `mcp`, `reconcile`, ..., through `demo/served.py`), the Studio
+entry, the tests and the bench run on: writegate's tables and the demo's own
 (`demo/schema.py`), the payment provider (the process at WRITEGATE_PROVIDER_URL,
-else the in-process simulator), and, for fault testing only, the step at which to kill
-the process (WRITEGATE_FAULT_KILL_AT) and the execution lease
-(WRITEGATE_EXECUTION_LEASE_SECONDS) and the deadline per call
+else the in-process simulator), its prompt, and, for fault testing only, the
+execution lease (WRITEGATE_EXECUTION_LEASE_SECONDS) and the deadline per call
 (WRITEGATE_CALL_TIMEOUT_SECONDS) the environment asks for. The library
 (`Writegate.open`) never loads this module.
 """
@@ -17,17 +17,16 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
-from writegate import RetryPolicy
+from writegate import RetryPolicy, apply_migrations
 from writegate.checkpoints.database import resolve_database_url
-from writegate.checkpoints.migrate import apply_migrations
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.checkpoints.schema import setup_database
 from writegate.demo.domain import default_registry
 from writegate.demo.policy import demo_policy
+from writegate.demo.prompt import DEMO_PROMPT
 from writegate.demo.provider import ProviderClient, SimulatedProvider
 from writegate.demo.provider_http import HttpProvider
 from writegate.demo.schema import DEMO
-from writegate.demo.step_kill import kill_hook_from_env
 from writegate.runtime.wiring import Runtime
 
 LEASE_ENV = "WRITEGATE_EXECUTION_LEASE_SECONDS"
@@ -88,8 +87,6 @@ def open_demo(
     pool = pool or open_pool(url, max_size=max_connections)
     provider = provider or default_provider(pool)
     options.setdefault("retry", retry_from_env())
-    options.setdefault("step_hook", kill_hook_from_env())  # fault testing only
     core = Runtime.open(url, tools=default_registry(provider), setup=False, pool=pool, **options)
-    return DemoRuntime(
-        **{f.name: getattr(core, f.name) for f in fields(Runtime)}, provider=provider
-    )
+    given = {f.name: getattr(core, f.name) for f in fields(Runtime)}
+    return DemoRuntime(**{**given, "system_prompt": DEMO_PROMPT}, provider=provider)

@@ -13,7 +13,7 @@ tables, so they are adopted as version 1 as they are.
 
 from __future__ import annotations
 
-from writegate.checkpoints.migrate import MigrationList
+from writegate import MigrationList
 
 MIGRATIONS: list[str] = [
     # 1. orders and refunds, tickets, the provider simulator's store, batch items

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import Field
 
 from writegate import Identity, InvalidTransition, NotFound, read_tool
-from writegate.approval.canonical import to_rfc3339
+from writegate.demo.formats import rfc3339
 
 TicketStatus = Literal["open", "in_progress", "resolved", "closed"]
 TICKET_STATUSES: tuple[str, ...] = get_args(TicketStatus)
@@ -67,8 +67,8 @@ def ticket_view(row: dict[str, Any]) -> dict[str, Any]:
         "status": row["status"],
         "allowed_next": list(TRANSITIONS.get(row["status"], ())),
         "version": row["version"],
-        "created_at": to_rfc3339(row["created_at"]),
-        "updated_at": to_rfc3339(row["updated_at"]),
+        "created_at": rfc3339(row["created_at"]),
+        "updated_at": rfc3339(row["updated_at"]),
     }
 
 

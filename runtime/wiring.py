@@ -57,6 +57,9 @@ class Runtime:
     views: LedgerViews
     # Where the identity is read in LangGraph Server's authenticated user.
     server_user: ServerUserFields = field(default_factory=ServerUserFields)
+    # The application's own system prompt for writegate's agent over these tools (the
+    # served HTTP agent uses it); None: the library's.
+    system_prompt: str | None = None
     _saver: Saver | None = field(default=None, repr=False)
 
     @classmethod

@@ -6,13 +6,16 @@ user's own. They serve, in this order:
 
 - the user's tools, when `WRITEGATE_TOOLS` names them (`package.module:attribute`, an
   iterable of `write_tool` / `read_tool` tools, or a function that returns one);
-- the demo's tools, on the demo's database only (one whose demo migration list is
-  applied: `writegate demo`, `chat`, `db seed` made it);
+- the tools of the `Application` the command was composed with (the `writegate`
+  command is composed with the demo, in `writegate.console`), on that application's
+  own database only (one it set up: `writegate demo`, `chat`, `db seed` made the
+  demo's);
 - no tool otherwise: the ledger's lists and decisions work, and a proposal of a tool
   not served is refused as unknown.
 
 Opening creates writegate's own tables (in their schema) and nothing else, unless the
-database is already the demo's, whose tables are its own business.
+database is already the application's, whose tables are its own business. The
+surfaces never import an application: it is handed to them as a value.
 """
 
 from __future__ import annotations
@@ -20,19 +23,48 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
-import psycopg
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # the command line imports this module before any command runs
     from writegate.approval.policy import Policy
+    from writegate.checkpoints.migrate import MigrationList
     from writegate.runtime.wiring import Runtime
     from writegate.tools.registry import Registry
 
 TOOLS_ENV = "WRITEGATE_TOOLS"
-# The relations only a database the demo's migration list set up has (its version
-# table; the table older releases recorded it in).
-DEMO_MARKS = ("public.writegate_demo_migrations", "writegate.legacy_migrations")
+
+
+class Application(Protocol):
+    """An application whose tools the commands that are not its own serve on its own
+    database. The composition point (`writegate.console`) hands one to the commands;
+    nothing below it imports an application."""
+
+    @property
+    def migrations(self) -> MigrationList:
+        """Its own tables' migration list (`db status` shows where it stands)."""
+        ...
+
+    def owns(self, url: str) -> bool:
+        """True when this application set the database `url` up."""
+        ...
+
+    def setup(self, url: str) -> None:
+        """Create or migrate its own tables on `url` (idempotent)."""
+        ...
+
+    def open(
+        self,
+        url: str,
+        *,
+        tune: Callable[[Policy], Policy],
+        provider_url: str | None,
+        max_connections: int,
+        step_hook: Callable[[str], None] | None,
+    ) -> Runtime:
+        """The runtime over its tools on `url`, its policy adjusted by `tune`.
+        `provider_url`: its downstream service's address, when the command was given
+        one (`reconcile --provider-url`)."""
+        ...
 
 
 class ToolsNotFound(ValueError):
@@ -60,41 +92,37 @@ def user_tools(spec: str) -> Registry:
         raise ToolsNotFound(f"{TOOLS_ENV}={spec!r}: {exc}") from exc
 
 
-def is_demo_database(url: str) -> bool:
-    """True when the demo's migration list set this database up."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        for mark in DEMO_MARKS:
-            row = conn.execute("SELECT to_regclass(%s)", (mark,)).fetchone()
-            if row is not None and row[0] is not None:
-                return True
-    return False
-
-
 def open_served(
     url: str,
     *,
+    application: Application | None = None,
     policy: Callable[[Policy], Policy] = lambda base: base,
-    provider: Any = None,
+    provider_url: str | None = None,
     max_connections: int = 10,
 ) -> Runtime:
     """The runtime over the tools this database is served with (see the module's
-    docstring). `policy` adjusts the base policy (the user's policy file, or the demo's
-    on the demo's database); `provider`: the demo's payment provider, when it is served."""
+    docstring). `policy` adjusts the base policy (the user's policy file, or the
+    application's on its database); `provider_url` goes to the application."""
     from writegate.approval.policy import load_policy
     from writegate.runtime.wiring import Runtime
+    from writegate.surfaces.step_kill import kill_hook_from_env
     from writegate.tools.registry import Registry
 
+    hook = kill_hook_from_env()  # fault testing only
     spec = os.environ.get(TOOLS_ENV, "").strip()
     if spec:
         registry = user_tools(spec)
-    elif is_demo_database(url):
-        from writegate.demo.policy import demo_policy
-        from writegate.demo.runtime import open_demo
-
-        return open_demo(
-            url, policy=policy(demo_policy()), provider=provider, max_connections=max_connections
+    elif application is not None and application.owns(url):
+        return application.open(
+            url,
+            tune=policy,
+            provider_url=provider_url,
+            max_connections=max_connections,
+            step_hook=hook,
         )
     else:
         registry = Registry([])
     chosen = policy(load_policy())  # before the database: a bad file stops here
-    return Runtime.open(url, tools=registry, policy=chosen, max_connections=max_connections)
+    return Runtime.open(
+        url, tools=registry, policy=chosen, max_connections=max_connections, step_hook=hook
+    )

@@ -1,1 +1,2 @@
-"""The `writegate` command: one small module per group of subcommands."""
+"""The `writegate` command's surface commands, one small module per group, and the kit
+they share (consoles, rendering); `writegate.console` composes them with the demo's."""

@@ -24,7 +24,7 @@ from writegate.approval.canonical import to_rfc3339
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import Identity, Proposal
 from writegate.approval.views import PageArgs
-from writegate.surfaces.cli.common import console, database_url
+from writegate.surfaces.cli.common import console, database_url, served_application
 from writegate.surfaces.cli.terminal import inert, markup_safe
 
 if TYPE_CHECKING:  # the runtime brings the agent; it loads when a command runs
@@ -55,12 +55,12 @@ def _identity(user: str, tenant: str, roles: list[str] | None) -> Identity:
 
 
 @contextmanager
-def _runtime() -> Iterator[Runtime]:
+def _runtime(ctx: typer.Context) -> Iterator[Runtime]:
     """A runtime whose refusals print as a structured error and exit 1, never a trace."""
     from writegate.surfaces.cli.render import error_panel
     from writegate.surfaces.served import open_served
 
-    runtime = open_served(database_url())
+    runtime = open_served(database_url(), application=served_application(ctx))
     try:
         yield runtime
     except WritegateError as exc:
@@ -97,6 +97,7 @@ def _show(proposal: Proposal) -> None:
 
 
 def approve(
+    ctx: typer.Context,
     proposal_id: Annotated[str, typer.Argument(help="The proposal to approve.")],
     user: User,
     tenant: Tenant,
@@ -106,7 +107,7 @@ def approve(
 ) -> None:
     """Second approval: see the requester's exact preview, then approve or decline it."""
     identity = _identity(user, tenant, role)
-    with _runtime() as runtime:
+    with _runtime(ctx) as runtime:
         service = runtime.service
         _show(service.proposal_for_review(identity, proposal_id))
         verb = "Decline" if decline else "Approve"
@@ -125,6 +126,7 @@ def approve(
 
 
 def revoke(
+    ctx: typer.Context,
     proposal_id: Annotated[str, typer.Argument(help="The approval to revoke.")],
     user: User,
     tenant: Tenant,
@@ -132,7 +134,7 @@ def revoke(
 ) -> None:
     """Revoke an approval that has not executed (approver, admin or the requester)."""
     identity = _identity(user, tenant, role)
-    with _runtime() as runtime:
+    with _runtime(ctx) as runtime:
         done = runtime.service.revoke(identity, proposal_id)
         _show(done)
         pid = markup_safe(proposal_id)
@@ -140,6 +142,7 @@ def revoke(
 
 
 def approvals(
+    ctx: typer.Context,
     user: User,
     tenant: Tenant,
     role: Roles = None,
@@ -149,7 +152,7 @@ def approvals(
 ) -> None:
     """List the proposals of your tenant waiting for a second approval, a page at a time."""
     identity = _identity(user, tenant, role)
-    with _runtime() as runtime:
+    with _runtime(ctx) as runtime:
         page = PageArgs(limit=limit, cursor=cursor, order=order)  # type: ignore[arg-type]  # checked
         waiting = runtime.service.awaiting_second_approval(identity, page)
     console.print(approvals_table(waiting, tenant))

@@ -1,17 +1,18 @@
-"""The `writegate` command, assembled from one small module per group of subcommands.
+"""The `writegate` command's frame: `build_app` makes an app from the commands it is
+given, and `run` runs one.
 
-Each module adds itself through `register(app)`; this module imports them all and
-none imports it back. A command module holds only what `--help` shows (the command,
-its options and help text): what a command needs to run (the agent, LangGraph, a
-model client, LangGraph's saver) is imported inside it when it runs, so `writegate
---help`, `db` and `keys` never load the agent or a model client. `writegate bench` sits
-a layer above the surfaces, so the console entry point (`writegate.__main__`) adds it
-on top.
+Each command module adds itself through `register(app)`; the composition point
+(`writegate.console`) chooses the modules, their order, and the application the
+commands serve, so nothing here names the demo or the bench. A command module holds
+only what `--help` shows (the command, its options and help text): what a command
+needs to run (the agent, LangGraph, a model client, LangGraph's saver) is imported
+inside it when it runs, so `writegate --help`, `db` and `keys` never load the agent or
+a model client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from importlib.metadata import version
 from typing import Annotated
 
@@ -23,38 +24,30 @@ from writegate.approval.policy import PolicyError
 from writegate.approval.tracing_setup import configure_from_env
 from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
-from writegate.surfaces.cli import admin, chat, db, demo, mcp, ops, serve, threads, webhooks
-from writegate.surfaces.cli.common import err_console
+from writegate.surfaces.cli.common import Register, err_console
 from writegate.surfaces.cli.extras import MissingExtra
 from writegate.surfaces.cli.terminal import markup_safe
-from writegate.surfaces.served import ToolsNotFound
+from writegate.surfaces.served import Application, ToolsNotFound
 
-Register = Callable[[typer.Typer], None]
-
-COMMAND_MODULES: tuple[Register, ...] = (
-    db.register,
-    demo.register,
-    chat.register,
-    threads.register,
-    mcp.register,
-    ops.register,
-    serve.register,
-    admin.register,
-    webhooks.register,
-)
+__all__ = ["Register", "build_app", "run"]
 
 
-def build_app(extra: Iterable[Register] = ()) -> typer.Typer:
-    """A fresh `writegate` app with every surface command, plus `extra` ones."""
+def build_app(
+    commands: Iterable[Register], *, application: Application | None = None
+) -> typer.Typer:
+    """A fresh `writegate` app with `commands`, in their order. `application`: the one
+    whose tools the commands that are not its own serve on its database
+    (`served_application`), if any."""
     app = typer.Typer(
         name="writegate",
         help="Safe write tools for LLM agents: propose, preview, confirm, execute at most once.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        context_settings={"obj": application},
     )
     app.callback()(_version_option)
-    for register in (*COMMAND_MODULES, *extra):
+    for register in commands:
         register(app)
     return app
 

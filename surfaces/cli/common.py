@@ -1,15 +1,24 @@
-"""What every command module shares: the consoles and database resolution."""
+"""What every command module shares: the consoles, database resolution, and the
+application the command was composed with."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from writegate.checkpoints.database import DatabaseUnavailable, resolve_database_url
 from writegate.surfaces.cli.terminal import markup_safe
+
+if TYPE_CHECKING:
+    from writegate.surfaces.served import Application
+
+# A module's (or an application's) way of adding its commands to an app or a group.
+Register = Callable[[typer.Typer], None]
 
 # With no terminal anywhere (output piped, no COLUMNS), rich would assume 80 columns
 # and split table cells; lay out this wide instead, and never wrap plain lines.
@@ -54,3 +63,11 @@ def database_url(*, create: bool = False) -> str:
     except DatabaseUnavailable as exc:
         err_console.print(f"[red]error:[/red] {markup_safe(exc)}", soft_wrap=True)
         raise typer.Exit(2) from exc
+
+
+def served_application(ctx: typer.Context) -> Application | None:
+    """The application the `writegate` command was composed with (`build_app`), which
+    the commands that are not its own serve on its database; None for an app built
+    without one. Every subcommand's context inherits it from the top one."""
+    application: Application | None = ctx.obj
+    return application

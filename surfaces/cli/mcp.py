@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,13 +20,24 @@ from writegate.approval.decisions import Cancel, Confirm, Decline
 from writegate.approval.errors import WritegateError
 from writegate.approval.models import Proposal
 from writegate.approval.service import Confirmation
+from writegate.surfaces.cli.common import served_application
 from writegate.surfaces.cli.extras import needs_extra
 from writegate.surfaces.cli.terminal import clean
+
+if TYPE_CHECKING:
+    from writegate.surfaces.served import Application
 
 TRANSPORTS = ("stdio", "http")
 
 
-def _serve(transport: str, host: str, port: int, user: str | None, tenant: str | None) -> None:
+def _serve(
+    application: Application | None,
+    transport: str,
+    host: str,
+    port: int,
+    user: str | None,
+    tenant: str | None,
+) -> None:
     import anyio
 
     from writegate.surfaces.cli.common import database_url
@@ -48,7 +59,7 @@ def _serve(transport: str, host: str, port: int, user: str | None, tenant: str |
             param_hint="--user/--tenant",
         )
     identity = configured_identity(user, tenant) if transport == "stdio" else None
-    runtime = open_served(database_url())
+    runtime = open_served(database_url(), application=application)
     setup_service(runtime.url)  # the keys
     keys = KeyRing.from_env(runtime.pool) if transport == "http" else None
     try:
@@ -72,7 +83,7 @@ def print_confirm_preview(proposal: Proposal) -> None:
     sys.stdout.flush()
 
 
-def _confirm(proposal_id: str, user: str, tenant: str) -> None:
+def _confirm(application: Application | None, proposal_id: str, user: str, tenant: str) -> None:
     from rich.console import Console
 
     from writegate.approval.models import Identity, ProposalStatus
@@ -85,7 +96,7 @@ def _confirm(proposal_id: str, user: str, tenant: str) -> None:
         err.print("[red]error:[/red] run `writegate confirm` yourself, in a terminal")
         raise typer.Exit(2)
     identity = Identity(user_id=user, tenant_id=tenant)
-    with open_served(database_url()) as runtime:
+    with open_served(database_url(), application=application) as runtime:
         proposal = runtime.service.get_proposal(identity, proposal_id)
         if proposal.status not in (ProposalStatus.AWAITING, ProposalStatus.CONFIRMED):
             # (awaiting a second approver, decided or ended: nothing to confirm here)
@@ -124,6 +135,7 @@ def _confirm(proposal_id: str, user: str, tenant: str) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("mcp")
     def mcp(
+        ctx: typer.Context,
         transport: Annotated[str, typer.Option(help="stdio or http (streamable HTTP)")] = "stdio",
         host: Annotated[str, typer.Option(help="HTTP bind address (loopback)")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="HTTP port")] = 8765,
@@ -133,17 +145,18 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Serve writegate's tools to any MCP client (propose, confirm, execute once)."""
-        _serve(transport, host, port, user, tenant)
+        _serve(served_application(ctx), transport, host, port, user, tenant)
 
     @app.command("confirm")
     def confirm(
+        ctx: typer.Context,
         proposal_id: Annotated[str, typer.Argument(help="The proposal to decide")],
         user: Annotated[str, typer.Option(help="Your user id")],
         tenant: Annotated[str, typer.Option(help="Your tenant id")],
     ) -> None:
         """Show a proposal's preview and confirm it yourself; prints a one-time token."""
         try:
-            _confirm(proposal_id, user, tenant)
+            _confirm(served_application(ctx), proposal_id, user, tenant)
         except WritegateError as exc:
             typer.echo(clean(f"error: {exc.code}: {exc.message}"), err=True)
             raise typer.Exit(2) from exc

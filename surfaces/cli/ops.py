@@ -15,7 +15,6 @@ connections the pool makes anew (to the new primary, with a multi-host URL).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 from collections import Counter
@@ -30,11 +29,8 @@ from writegate.approval.retention import RetentionPolicy
 from writegate.approval.views import Page
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, list_escalations, purge
 from writegate.checkpoints.outage import is_outage
-from writegate.surfaces.cli.common import console, database_url, err_console
+from writegate.surfaces.cli.common import console, database_url, err_console, served_application
 from writegate.surfaces.cli.terminal import inert, markup_safe
-
-PROVIDER_URL_ENV = "WRITEGATE_PROVIDER_URL"
-provider_app = typer.Typer(help="The demo's payment provider simulator.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -42,23 +38,25 @@ def register(app: typer.Typer) -> None:
     app.command("escalations")(escalations)
     app.command("stats")(stats)
     app.command("purge")(purge_command)
-    app.add_typer(provider_app, name="provider")
 
 
 def _print_json(value: Any) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
 
-def _open_runtime(provider_url: str | None, connections: int) -> Any:
-    from writegate.demo.provider_http import HttpProvider
+def _open_runtime(ctx: typer.Context, provider_url: str | None, connections: int) -> Any:
     from writegate.surfaces.served import open_served
 
-    url = provider_url or os.environ.get(PROVIDER_URL_ENV, "").strip() or None
-    provider = HttpProvider(url) if url else None
-    return open_served(database_url(), provider=provider, max_connections=connections)
+    return open_served(
+        database_url(),
+        application=served_application(ctx),
+        provider_url=provider_url,
+        max_connections=connections,
+    )
 
 
 def reconcile(
+    ctx: typer.Context,
     loop: Annotated[bool, typer.Option("--loop", help="Keep reconciling until stopped.")] = False,
     interval: Annotated[
         float, typer.Option("--interval", min=0.05, help="Seconds between rounds with --loop.")
@@ -78,7 +76,7 @@ def reconcile(
     as_json: Annotated[bool, typer.Option("--json", help="Print each settlement.")] = False,
 ) -> None:
     """Settle executions whose outcome is unknown by looking them up at the provider."""
-    rt = _open_runtime(provider_url, connections=workers + 2)
+    rt = _open_runtime(ctx, provider_url, connections=workers + 2)
     policy = ReconcilePolicy(lease=timedelta(seconds=lease), backoff=backoff)
     stop = threading.Event()
     if loop:
@@ -89,7 +87,7 @@ def reconcile(
     lock = threading.Lock()
     left: dict[str, int] = {}
 
-    from writegate.demo.step_kill import kill_hook_from_env
+    from writegate.surfaces.step_kill import kill_hook_from_env
 
     def work() -> None:
         hook = kill_hook_from_env()  # fault testing only
@@ -307,30 +305,3 @@ def purge_command(
         f"purged {report.executions} execution(s) and {report.proposals} other proposal(s) "
         f"finished before {report.cutoff.isoformat()}"
     )
-
-
-@provider_app.command("serve")
-def provider_serve(
-    port: Annotated[int, typer.Option("--port", min=0, help="0 picks a free port.")] = 8700,
-    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
-    faults: Annotated[
-        list[str] | None,
-        typer.Option("--faults", help="Fault rule, e.g. 'timeout_after' or 'ord_1=503*2,ok'."),
-    ] = None,
-    stall: Annotated[
-        float, typer.Option("--stall", min=0.0, help="Seconds a timeout fault holds a call.")
-    ] = 5.0,
-) -> None:
-    """Run the payment provider simulator over HTTP (refund, lookup by key, faults)."""
-    from writegate.demo.provider_http import serve
-
-    def ready(url: str) -> None:
-        print(f"listening on {url}", flush=True)
-
-    try:
-        serve(database_url(), host=host, port=port, rules=faults, stall_seconds=stall, ready=ready)
-    except ValueError as exc:  # a malformed fault rule
-        err_console.print(f"[red]error:[/red] {markup_safe(exc)}")
-        raise typer.Exit(2) from exc
-    except KeyboardInterrupt:
-        pass

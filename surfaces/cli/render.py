@@ -1,4 +1,5 @@
-"""Terminal rendering shared by `writegate demo` and `writegate chat`.
+"""Terminal rendering shared by the commands (`approve`, `reconcile`, `threads`, `keys`) and the
+demo's `writegate demo` and `writegate chat` (`writegate.console`).
 
 Turns writegate's machine values into something a person can read: an approval
 request (the interrupt value) as a preview table, a receipt, a structured error, the

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from writegate.surfaces.cli.common import console, database_url, err_console
+from writegate.surfaces.cli.common import console, database_url, err_console, served_application
 from writegate.surfaces.cli.extras import needs_extra
 from writegate.surfaces.cli.terminal import clean, markup_safe
 
@@ -26,6 +26,7 @@ keys_app = typer.Typer(
 
 
 def serve(
+    ctx: typer.Context,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8000,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
@@ -54,7 +55,8 @@ def serve(
     # The same resolution as every other command (DATABASE_URL, local server, embedded).
     settings = replace(settings, database_url=database_url())
     console.print(f"writegate serving on http://{host}:{port}/ with the {describe_model()}")
-    uvicorn.run(create_app(settings=settings), host=host, port=port, log_level=log_level)
+    app = create_app(settings=settings, application=served_application(ctx))
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
 @keys_app.command("create")

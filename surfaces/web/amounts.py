@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from writegate.approval.errors import ValidationFailed
-from writegate.demo.money import CURRENCIES, AmountError, parse_major
+from writegate.approval.money import CURRENCIES, AmountError, parse_major
 
 
 def minor_units(args: dict[str, Any], proposal_args: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from writegate.checkpoints.database import resolve_database_url
 from writegate.runtime.wiring import Runtime
-from writegate.surfaces.served import open_served
+from writegate.surfaces.served import Application, open_served
 from writegate.surfaces.store import setup_service
 from writegate.surfaces.web import errors
 from writegate.surfaces.web.events import add_event_schemas
@@ -117,9 +117,14 @@ class RequestContext:
 
 
 def create_app(
-    runtime: Runtime | None = None, *, settings: Settings | None = None, model: Any = None
+    runtime: Runtime | None = None,
+    *,
+    settings: Settings | None = None,
+    model: Any = None,
+    application: Application | None = None,
 ) -> FastAPI:
-    """The app. Without a runtime, one is opened at startup and closed at shutdown."""
+    """The app. Without a runtime, one is opened at startup and closed at shutdown,
+    over the tools served on the database (`open_served`, with `application`)."""
     settings = settings or Settings.from_env()
 
     @asynccontextmanager
@@ -132,7 +137,9 @@ def create_app(
                 given.close()
             return
         url = settings.database_url or resolve_database_url()
-        opened = await run_in_threadpool(partial(open_served, url, policy=settings.tune))
+        opened = await run_in_threadpool(
+            partial(open_served, url, application=application, policy=settings.tune)
+        )
         await run_in_threadpool(setup_service, opened.url)
         app.state.wg = Services.build(opened, settings, model)
         try:

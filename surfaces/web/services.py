@@ -14,10 +14,8 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from writegate.approval.policy import load_policy
 from writegate.approval.service import Policy
-from writegate.demo.policy import demo_policy
-from writegate.demo.prompt import DEMO_PROMPT
-from writegate.demo.runtime import DemoRuntime
 from writegate.graph.build import build_graph
 from writegate.graph.nodes import LIBRARY_PROMPT
 from writegate.runtime.wiring import Runtime
@@ -67,9 +65,9 @@ class Settings:
         )
 
     def policy(self) -> Policy:
-        """The same versioned policy file as every other demo entry point (the demo's
-        own, or WRITEGATE_POLICY_FILE's), so tokens agree."""
-        return self.tune(demo_policy())
+        """The policy file every entry point reads (WRITEGATE_POLICY_FILE's, else the
+        shipped one), with these settings' proposal lifetime."""
+        return self.tune(load_policy())
 
     def tune(self, base: Policy) -> Policy:
         """`base` with the proposal lifetime these settings ask for, if any."""
@@ -104,7 +102,7 @@ class Services:
 
     @classmethod
     def build(cls, runtime: Runtime, settings: Settings, model: Any = None) -> Services:
-        prompt = DEMO_PROMPT if isinstance(runtime, DemoRuntime) else LIBRARY_PROMPT
+        prompt = runtime.system_prompt or LIBRARY_PROMPT
         graph = build_graph(
             runtime, model=model, checkpointer=runtime.checkpointer, system_prompt=prompt
         )

@@ -13,8 +13,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from writegate.approval.models import PENDING, Proposal, Receipt
+from writegate.approval.money import CURRENCIES, format_major
 from writegate.approval.wire import as_executed
-from writegate.demo.money import CURRENCIES, format_major
 from writegate.surfaces.web.schemas import (
     ApprovalView,
     ConfirmationInfo,

@@ -1,6 +1,6 @@
 """A randomized kill soak: refunds through two `writegate serve` replicas and two
 `writegate reconcile --loop` processes that SIGKILL themselves at random step
-boundaries (`WRITEGATE_FAULT_KILL_AT`, demo/step_kill.py), and a provider process
+boundaries (`WRITEGATE_FAULT_KILL_AT`, surfaces/step_kill.py), and a provider process
 that is SIGKILLed at random moments, mid-request or not.
 
     uv run python -m tests.integration.soak --operations 200 --seed 7

@@ -181,7 +181,7 @@ def send(to: str, *, request_key: str) -> dict:
 
 APART = (
     "writegate.demo", "writegate.bench", "writegate.surfaces", "writegate.testing",
-    "writegate.graph.model", "writegate.graph.scripted",
+    "writegate.graph.model", "writegate.graph.scripted", "writegate.console",
 )
 assert not [name for name in sys.modules if name.startswith(APART)], "the import loaded them"
 with Writegate.open(sys.argv[1], tools=[send]) as wg:

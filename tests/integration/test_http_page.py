@@ -21,6 +21,7 @@ from tests.integration.http_fixtures import (
     seeded_database,
 )
 from writegate.demo.runtime import open_demo
+from writegate.demo.served import DemoApplication
 from writegate.surfaces.web import Settings, create_app
 from writegate.surfaces.web.services import TTL_ENV
 
@@ -54,7 +55,8 @@ def short_site(url: str) -> Iterator[str]:
     """The service configured as `writegate serve` is: from the environment, here with
     proposals that expire after a few seconds. It opens its own runtime at startup."""
     env = {"DATABASE_URL": url, TTL_ENV: SHORT_TTL_SECONDS}
-    with ThreadServer(create_app(settings=Settings.from_env(env))) as server:
+    app = create_app(settings=Settings.from_env(env), application=DemoApplication())
+    with ThreadServer(app) as server:
         yield server.url
 
 

@@ -38,6 +38,7 @@ from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, purge
 from writegate.checkpoints.pool import Pool, open_pool
+from writegate.console.app import command as console_app
 from writegate.demo.domain import default_registry
 from writegate.demo.faults import FaultScript
 from writegate.demo.provider import SimulatedProvider
@@ -265,8 +266,7 @@ def test_claims_whose_reconciler_died_are_not_counted_as_checks(ops: Ops):
 def test_the_reconcile_command_takes_the_first_backoff(ops: Ops, db: str):
     who = user()
     _, proposal, _ = ops.unknown(who, "timeout_after*3")
-    app = typer.Typer()
-    cli_ops.register(app)
+    app = console_app()  # the demo's database: the composed command serves the demo's tools
     nobody = f"http://127.0.0.1:{free_port()}"  # the lookup finds no provider
     args = ["reconcile", "--backoff", "7", "--provider-url", nobody, "--json"]
     result = CliRunner().invoke(app, args, env={"DATABASE_URL": db})

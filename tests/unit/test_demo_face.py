@@ -14,13 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # (module, name) the demo imports from below the public face, today.
 BELOW_THE_FACE = {
-    ("writegate.approval.canonical", "digest"),
-    ("writegate.approval.canonical", "to_rfc3339"),
-    ("writegate.approval.money", "grouped"),
-    ("writegate.approval.money", "minor_exponent"),
     ("writegate.checkpoints.database", "resolve_database_url"),
-    ("writegate.checkpoints.migrate", "MigrationList"),
-    ("writegate.checkpoints.migrate", "apply_migrations"),
     ("writegate.checkpoints.pool", "Pool"),
     ("writegate.checkpoints.pool", "open_pool"),
     ("writegate.checkpoints.schema", "setup_database"),

@@ -19,7 +19,7 @@ import writegate
 from writegate.approval import errors
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["approval", "bench", "checkpoints", "graph", "surfaces", "testing", "tools"]
+PACKAGES = ["approval", "bench", "checkpoints", "console", "graph", "surfaces", "testing", "tools"]
 ENV_NAME = re.compile(r"(WRITEGATE|OPENAI|OTEL)_[A-Z_]+|DATABASE_URL")
 HISTORY = re.compile(r"this round|previous round|last round", re.I)
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from writegate.approval.money import amount_display
-from writegate.demo.money import AmountError, format_major, format_minor, parse_major
+from writegate.approval.money import (
+    AmountError,
+    amount_display,
+    format_major,
+    format_minor,
+    parse_major,
+)
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ WRITEGATE = [
     "Unprotected", "UpstreamTimeout", "ValidationFailed", "WriteToolOptions", "Writegate",
     "WritegateError", "__version__", "error_for_code", "read_tool", "resume_requester",
     "write_tool",
+    "describe_currency", "format_minor", "MigrationList", "apply_migrations",
 ]  # fmt: skip
 TESTING = [
     "Fault", "FaultHook", "Outcome", "ReadScenario", "Report", "Scenario", "ScenarioResult",

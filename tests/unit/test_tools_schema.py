@@ -8,9 +8,9 @@ import pytest
 
 from writegate.approval.errors import ClarificationNeeded, ValidationFailed
 from writegate.approval.models import SideEffect
+from writegate.approval.money import format_minor
 from writegate.approval.spec import Validated
 from writegate.demo.domain import default_registry
-from writegate.demo.money import format_minor
 from writegate.tools.registry import Registry, StrictArgs, Tool, strict_schema
 
 

@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command, Interrupt
 
 from writegate.approval.canonical import CanonicalizationError, check_input
-from writegate.demo.money import (
+from writegate.approval.money import (
     CURRENCIES,
     AmountError,
     format_major,

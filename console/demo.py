@@ -15,6 +15,6 @@ def register(app: typer.Typer) -> None:
 
 def demo() -> None:
     """The demo's refund walkthrough: propose, preview, confirm, receipt, replays refused."""
-    from writegate.surfaces.cli.demo_run import run_demo
+    from writegate.console.demo_run import run_demo
 
     run_demo()

@@ -27,6 +27,6 @@ def chat(
     ),
 ) -> None:
     """The demo's agent, in a chat on a durable thread; approvals get an explicit prompt."""
-    from writegate.surfaces.cli.chat_loop import run_chat
+    from writegate.console.chat_loop import run_chat
 
     run_chat(thread, user, tenant)
