@@ -109,6 +109,12 @@ TOMBSTONE_COLUMNS = """request_key, token_hash, proposal_id, tenant_id, subject,
     final_status, execution_id, provider_ref, completed_at, purged_at"""
 
 
+def column_names(statement: str) -> list[str]:
+    """The columns a statement names in its first parentheses, in order."""
+    inside = statement[statement.index("(") + 1 : statement.index(")")]
+    return [name.strip() for name in inside.split(",")]
+
+
 class LedgerSQL(Statements):
     """The ledger's statements, written for the default schema;
     `sql_for(LedgerSQL, schema)` holds them for another."""
@@ -153,6 +159,14 @@ VALUES (%(token_hash)s, %(proposal_id)s, %(subject)s, %(tenant_id)s, %(audience)
     %(operation)s, %(resource)s, %(args_digest)s, %(policy_version)s, %(request_key)s,
     %(issued_at)s, %(expires_at)s, %(status)s, %(execution_id)s, %(tier)s, %(digest_scheme)s,
     %(consumed_at)s)"""
+
+    # Rows made whole elsewhere (a benchmark's seed, a copy of a ledger), many at once:
+    # COPY, one per table, each row's values in the order of the columns named.
+    LOAD_PROPOSALS_SQL = f"COPY writegate.proposals ({PROPOSAL_COLUMNS}) FROM STDIN"
+
+    LOAD_TOKENS_SQL = f"COPY writegate.tokens ({TOKEN_COLUMNS}, consumed_at) FROM STDIN"
+
+    LOAD_EXECUTIONS_SQL = f"COPY writegate.executions ({EXECUTION_COLUMNS}) FROM STDIN"
 
     SELECT_TOKEN_SQL = f"SELECT {TOKEN_COLUMNS} FROM writegate.tokens WHERE token_hash = %s"
 
