@@ -61,7 +61,7 @@ def _uses_index(plan: list[str], index: str) -> bool:
     return any(index in line for line in plan)
 
 
-SEED_CHUNK = 5000  # rows of each table per statement
+SEED_CHUNK = 5000  # proposals per `load` (and their tokens and executions)
 
 
 def _rows(
