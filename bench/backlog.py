@@ -5,8 +5,10 @@ a proposal marked `executed`, its consumed token, an execution left `unknown` an
 `pending` refund row, every id and request key fresh and every digest recomputed with
 the code's own functions. A share of the keys is also in the provider's store (it
 applied the refund, the answer was lost); the rest were never seen by the provider (the
-call was lost before it). Every other column is copied from the template, so the rows
-are what the service writes. One `INSERT ... SELECT ... unnest(...)` per table.
+call was lost before it). Every other field is copied from the template, so the rows
+are what the service writes. The ledger's rows are read and written by the ledger store
+(`PgLedgerTx.load`: one COPY per table), never by hand, so a column change is the
+store's to follow; the demo's tables take one `INSERT ... SELECT ... unnest(...)` each.
 
 The rules then say: a key the provider has is settled `found` with its reference; a key
 it never saw (younger than the key retention) is sent again with the SAME key and
@@ -17,21 +19,23 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from writegate.approval.canonical import digest, request_fingerprint
+from writegate.approval.models import Execution, ExecutionStatus, Proposal, Token
+from writegate.checkpoints.ledger import PgLedgerStore, PgLedgerTx
+from writegate.checkpoints.pool import open_pool
 from writegate.demo.provider import request_digest
 from writegate.demo.refunds import refund_id_for
 
 TEMPLATE_SQL = """
-SELECT e.execution_id, e.proposal_id, e.token_hash, e.request_key, e.resource, e.args,
-       e.tenant_id, e.operation, p.thread_id, p.preview::text AS preview, r.refund_id
+SELECT e.execution_id, e.tenant_id, r.refund_id
 FROM writegate.executions e
-JOIN writegate.proposals p ON p.proposal_id = e.proposal_id
 JOIN refunds r ON r.request_key = e.request_key
 JOIN provider.refunds pr ON pr.idempotency_key = e.request_key
 WHERE e.operation = 'refund_order' AND e.status = 'succeeded'
@@ -60,6 +64,9 @@ JOIN writegate.executions e ON e.request_key = a.request_key
 JOIN provider.refunds pr ON pr.idempotency_key = e.request_key
 WHERE a.event = 'reconcile' AND a.status = 'succeeded' AND e.execution_id = ANY(%(ids)s)
 GROUP BY 1, 2"""
+
+
+Template = tuple[Proposal, Token, Execution]
 
 
 @dataclass(frozen=True)
@@ -111,76 +118,86 @@ def _clone(
     return conn.execute(query, [*(arrays[n] for n in names), template]).rowcount
 
 
-def make_backlog(url: str, n: int, seen_fraction: float = 0.5) -> Backlog:
-    """n unknown outcomes cloned from the oldest executed refund (there must be one)."""
-    with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
-        t = conn.execute(TEMPLATE_SQL).fetchone()
-        if t is None:
-            raise RuntimeError("no executed refund to clone")
-        tenant, op, targs = t["tenant_id"], t["operation"], t["args"]
-        old_order, old_resource = targs["order_id"], t["resource"]
-        rows: dict[str, list[str]] = {k: [] for k in (
-            "order_id", "proposal_id", "thread_id", "tool_call_id", "resource", "args",
-            "args_digest", "fingerprint", "request_key", "preview", "token_hash",
-            "execution_id", "refund_id", "provider_ref", "request_digest")}  # fmt: skip
-        for _ in range(n):
-            tag = secrets.token_hex(8)
-            order = f"ord_k{tag}"
-            args = {**targs, "order_id": order}
-            proposal = f"prop_k{tag}"
-            resource = old_resource.replace(old_order, order)
-            key = (
-                t["request_key"].replace(t["proposal_id"], proposal).replace(old_resource, resource)
+def _copies(
+    template: Template, tenant: str, n: int, now: datetime
+) -> tuple[dict[str, list[str]], list[Proposal], list[Token], list[Execution]]:
+    """n copies of the template's rows, each a refund of an order of its own whose answer
+    was lost; and the values the demo's tables take (one list per column)."""
+    proposal, token, execution = template
+    old_order = proposal.args["order_id"]
+    preview = json.dumps(proposal.preview)
+    demo: dict[str, list[str]] = {k: [] for k in (
+        "order_id", "request_key", "refund_id", "provider_ref", "request_digest")}  # fmt: skip
+    proposals, tokens, executions = [], [], []
+    for _ in range(n):
+        tag = secrets.token_hex(8)
+        order = f"ord_k{tag}"
+        args = {**proposal.args, "order_id": order}
+        proposal_id, execution_id = f"prop_k{tag}", f"exe_k{tag}"
+        resource = proposal.resource.replace(old_order, order)
+        key = proposal.request_key.replace(proposal.proposal_id, proposal_id).replace(
+            proposal.resource, resource
+        )
+        args_digest = digest(args)
+        fingerprint = request_fingerprint(tenant, proposal.operation, args)
+        token_hash = secrets.token_hex(32)
+        proposals.append(
+            replace(
+                proposal, proposal_id=proposal_id, thread_id=f"thr_k{tag}",
+                tool_call_id=f"call_k{tag}", resource=resource, args=args,
+                args_digest=args_digest, fingerprint=fingerprint, request_key=key,
+                preview=json.loads(preview.replace(old_order, order)),
             )
-            values = {
-                "order_id": order,
-                "proposal_id": proposal,
-                "thread_id": f"thr_k{tag}",
-                "tool_call_id": f"call_k{tag}",
-                "resource": resource,
-                "args": json.dumps(args),
-                "args_digest": digest(args),
-                "fingerprint": request_fingerprint(tenant, op, args),
-                "request_key": key,
-                "preview": t["preview"].replace(old_order, order),
-                "token_hash": secrets.token_hex(32),
-                "execution_id": f"exe_k{tag}",
-                "refund_id": refund_id_for(key),
-                "provider_ref": "re_" + secrets.token_hex(12),
-                "request_digest": request_digest(order, args["amount_minor"], args["currency"]),
-            }
-            for k, v in values.items():
-                rows[k].append(v)
-        seen = int(n * seen_fraction)
+        )  # fmt: skip
+        tokens.append(
+            replace(
+                token, token_hash=token_hash, proposal_id=proposal_id,
+                execution_id=execution_id,
+            )
+        )  # fmt: skip
+        executions.append(
+            replace(
+                execution, execution_id=execution_id, request_key=key, token_hash=token_hash,
+                proposal_id=proposal_id, resource=resource, args=args, args_digest=args_digest,
+                fingerprint=fingerprint, status=ExecutionStatus.UNKNOWN, lease_owner=None,
+                lease_expires_at=None, provider_ref=None, result=None,
+                error_code="upstream_timeout", completed_at=None, created_at=now,
+                updated_at=now,
+            )
+        )  # fmt: skip
+        values = {
+            "order_id": order,
+            "request_key": key,
+            "refund_id": refund_id_for(key),
+            "provider_ref": "re_" + secrets.token_hex(12),
+            "request_digest": request_digest(order, args["amount_minor"], args["currency"]),
+        }
+        for k, v in values.items():
+            demo[k].append(v)
+    return demo, proposals, tokens, executions
 
-        def pick(*names: str, upto: int | None = None) -> dict[str, list[str]]:
-            return {name: rows[name][:upto] for name in names}
 
-        with conn.transaction():
-            _clone(conn, "orders", "order_id", old_order, pick("order_id"))
+def make_backlog(url: str, n: int, seen_fraction: float = 0.5) -> Backlog:
+    """n unknown outcomes cloned from the oldest executed refund (there must be one): the
+    ledger's rows read and written by the ledger store, the demo's cloned in SQL."""
+    with open_pool(url, max_size=1) as pool:
+        store = PgLedgerStore(pool)
+        with store.transaction() as tx:
+            t = tx.conn.execute(TEMPLATE_SQL).fetchone()
+            if t is None:
+                raise RuntimeError("no executed refund to clone")
+            template = _template(tx, t["execution_id"])
+            demo, proposals, tokens, executions = _copies(template, t["tenant_id"], n, tx.now())
+            seen = int(n * seen_fraction)
+
+            def pick(*names: str, upto: int | None = None) -> dict[str, list[str]]:
+                return {name: demo[name][:upto] for name in names}
+
+            old_order = template[0].args["order_id"]
+            _clone(tx.conn, "orders", "order_id", old_order, pick("order_id"))
+            tx.load(proposals, tokens, executions)
             _clone(
-                conn, "writegate.proposals", "proposal_id", t["proposal_id"],
-                pick("proposal_id", "thread_id", "tool_call_id", "resource", "args",
-                     "args_digest", "fingerprint", "request_key", "preview"),
-                {"traceparent": "NULL"},
-            )  # fmt: skip
-            _clone(
-                conn, "writegate.tokens", "token_hash", t["token_hash"],
-                pick("token_hash", "proposal_id", "resource", "args_digest", "request_key",
-                     "execution_id"),
-            )  # fmt: skip
-            _clone(
-                conn, "writegate.executions", "execution_id", t["execution_id"],
-                pick("execution_id", "request_key", "token_hash", "proposal_id", "resource",
-                     "args", "args_digest", "fingerprint"),
-                {"status": "'unknown'", "lease_owner": "NULL", "lease_expires_at": "NULL",
-                 "provider_ref": "NULL", "result": "NULL", "error_code": "'upstream_timeout'",
-                 "completed_at": "NULL", "checks": "0", "next_check_at": "NULL",
-                 "reconciled_at": "NULL", "escalation": "NULL", "created_at": "now()",
-                 "updated_at": "now()"},
-            )  # fmt: skip
-            _clone(
-                conn, "refunds", "refund_id", t["refund_id"],
+                tx.conn, "refunds", "refund_id", t["refund_id"],
                 pick("refund_id", "order_id", "request_key"),
                 {"status": "'pending'", "provider_ref": "NULL", "created_at": "now()"},
             )  # fmt: skip
@@ -188,12 +205,21 @@ def make_backlog(url: str, n: int, seen_fraction: float = 0.5) -> Backlog:
             # before the execution row, as a real timeout would order them).
             provider = pick("request_key", "provider_ref", "order_id", "request_digest", upto=seen)
             provider["idempotency_key"] = provider.pop("request_key")
-            template_key = t["request_key"]
             _clone(
-                conn, "provider.refunds", "idempotency_key", template_key, provider,
-                {"created_at": "now() - interval '1 second'"},
+                tx.conn, "provider.refunds", "idempotency_key", template[2].request_key,
+                provider, {"created_at": "now() - interval '1 second'"},
             )  # fmt: skip
-    return Backlog(rows["execution_id"], rows["order_id"], seen)
+    return Backlog([e.execution_id for e in executions], demo["order_id"], seen)
+
+
+def _template(tx: PgLedgerTx, execution_id: str) -> Template:
+    """The executed refund's rows, as the ledger store reads them."""
+    execution = tx.get_execution(execution_id=execution_id)
+    assert execution is not None
+    proposal = tx.get_proposal(execution.proposal_id)
+    token = tx.get_token_for_proposal(execution.proposal_id)
+    assert proposal is not None and token is not None
+    return proposal, token, execution
 
 
 def check(url: str, backlog: Backlog) -> dict[str, Any]:

@@ -139,7 +139,17 @@ def scale_table(r: dict[str, Any]) -> Table:
         used = small["index_used"][key] and large["index_used"][key]
         t.add_row(label, f"{a:.3f}", f"{b:.3f}", _ok(used), f"{na:.3f}", f"{nb:.3f}")
     ea, eb = g["expire_us_per_row"]
-    t.add_row("expire sweep (us per expired row)", f"{ea:.0f}", f"{eb:.0f}", "", "", "")
+    t.add_row(
+        "expire sweep, expire_if_due (us per expired row)", f"{ea:.0f}", f"{eb:.0f}", "", "", ""
+    )
+    t.add_row(
+        "seed, PgLedgerTx.load (s)",
+        f"{small['seed_seconds']:.2f}",
+        f"{large['seed_seconds']:.2f}",
+        "",
+        "",
+        "",
+    )
     rec_a, rec_b = small["reconcile"], large["reconcile"]
     t.add_row(
         "reconcile backlog (s total)",

@@ -1,28 +1,43 @@
 """Part 6: does the ledger stay fast as it grows? 10x the rows, same per-user work.
 
-In a scratch database of its own: make N proposals (10% pending, half of those stale,
-1% of executions `unknown`), then time a user's pending list, the batched expiry sweep
-and the reconcile backlog, with their plans; then time the same probes again inside a
-transaction that drops the index they rely on (rolled back after), to show what the
-index is for. Repeated at two sizes. The reconciler (`approval.reconcile` over
-`checkpoints.ops.PgBacklog`) drains the backlog when the code base has it; otherwise
-only its pickup query is timed, and the JSON says so.
+In a scratch database of its own per size: the ledger store writes N proposals with
+their tokens and executions (`PgLedgerTx.load`; 10% pending, half of those stale, 1% of
+executions `unknown`), then a user's pending list, the expiry sweep (the approval
+service's `expire_if_due`, a batch per transaction) and the reconcile backlog are
+timed, with their plans; then the same probes again inside a transaction that drops the
+index they rely on (rolled back after), to show what the index is for. The reconciler
+(`approval.reconcile` over `checkpoints.ops.PgBacklog`) drains the backlog. Nothing
+here writes a ledger row by hand: a column change is the store's to follow.
 """
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import Connection, sql
 from psycopg.rows import DictRow
 
+from writegate.approval.models import (
+    Execution,
+    ExecutionStatus,
+    Identity,
+    Proposal,
+    ProposalStatus,
+    Token,
+    TokenStatus,
+)
+from writegate.approval.reconcile import Reconciler
 from writegate.bench import scale_sql as q
 from writegate.bench.db import BenchServer, connect
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
+from writegate.checkpoints.ops import PgBacklog
 from writegate.demo.runtime import open_demo
+from writegate.runtime.wiring import Runtime
 
 SWEEP_BATCH = 1000
 PROBE_REPEAT = 30
@@ -46,18 +61,74 @@ def _uses_index(plan: list[str], index: str) -> bool:
     return any(index in line for line in plan)
 
 
-def _fill(conn: Connection[DictRow], n: int) -> None:
-    params = {"n": n, "users": max(n // 100, 1), "tenant": q.TENANT}
-    with conn.transaction():
-        conn.execute(q.TRUNCATE_SQL)
-        for statement in (
-            q.INSERT_PROPOSALS_SQL,
-            q.INSERT_TOKENS_SQL,
-            q.INSERT_EXECUTIONS_SQL,
-            q.INSERT_PROVIDER_SQL,
-        ):
-            conn.execute(statement, params)
-    conn.execute(q.ANALYZE_SQL)
+SEED_CHUNK = 5000  # proposals per `load` (and their tokens and executions)
+
+
+def _rows(
+    g: int, users: int, n: int, now: datetime
+) -> tuple[Proposal, Token | None, Execution | None]:
+    """Row g of n: of every 10 proposals one pending (every other one of those already
+    past expiry), one declined, eight executed; 1 in 100 executions `unknown`."""
+    user, key = f"user_{(g // 10) % users}", f"refund_order:{q.TENANT}:order:o{g}:p{g}"
+    args = {"order_id": f"o{g}", "amount_minor": 1000, "currency": "CNY", "reason": "scale test"}
+    pending, declined = g % 10 == 0, g % 10 == 1
+    proposal = Proposal(
+        proposal_id=f"p{g}", thread_id=f"t{g}", tool_call_id="call_1", subject=user,
+        tenant_id=q.TENANT, operation="refund_order", resource=f"order:o{g}", args=args,
+        args_digest=_md5(f"a{g}"), fingerprint=_md5(f"f{g}"), state_version=1,
+        preview={"title": f"Refund order o{g}", "impact": "x" * 200}, policy_version="v1",
+        request_key=key,
+        status=ProposalStatus.AWAITING if pending
+        else ProposalStatus.DECLINED if declined else ProposalStatus.EXECUTED,
+        decided_by=None if pending else user, decided_at=None if pending else now,
+        created_at=now - timedelta(seconds=n - g),
+        expires_at=now - timedelta(minutes=1) if g % 20 == 0 else now + timedelta(hours=1),
+    )  # fmt: skip
+    if pending or declined:
+        return proposal, None, None
+    token = Token(
+        token_hash=_md5(f"h{g}"), proposal_id=proposal.proposal_id, audience="writegate",
+        policy_version="v1", issued_at=now, expires_at=now + timedelta(minutes=5),
+        status=TokenStatus.CONSUMED, execution_id=f"e{g}",
+    )  # fmt: skip
+    lost, before = g % 100 == 2, now - timedelta(minutes=10)
+    execution = Execution(
+        execution_id=f"e{g}", request_key=key, token_hash=token.token_hash,
+        proposal_id=proposal.proposal_id, tenant_id=q.TENANT, subject=user,
+        operation="refund_order", resource=proposal.resource, args=args,
+        args_digest=proposal.args_digest, fingerprint=proposal.fingerprint,
+        status=ExecutionStatus.UNKNOWN if lost else ExecutionStatus.SUCCEEDED, attempts=1,
+        lease_owner="old-worker", lease_expires_at=before,
+        provider_ref=None if lost else f"re_{g}",
+        result=None if lost else {"refund_id": f"r{g}"},
+        created_at=before, updated_at=before, completed_at=None if lost else now,
+    )  # fmt: skip
+    return proposal, token, execution
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+def seed(runtime: Runtime, n: int) -> None:
+    """n proposals with their tokens and executions, written by the ledger store's
+    `load` in chunks, in one transaction; the provider's rows beside them. Each user has
+    100 proposals whatever n (users = n / 100), so a user's pending list is the same
+    size at 10k and at 100k rows."""
+    users = max(n // 100, 1)
+    with runtime.store.transaction() as tx:
+        now = tx.now()
+        for first in range(1, n + 1, SEED_CHUNK):
+            made = [_rows(g, users, n, now) for g in range(first, min(first + SEED_CHUNK, n + 1))]
+            tx.load(
+                [p for p, _, _ in made],
+                [t for _, t, _ in made if t is not None],
+                [e for _, _, e in made if e is not None],
+            )
+        params = {"n": n, "tenant": q.TENANT}
+        tx.conn.execute(q.INSERT_PROVIDER_SQL, params)
+    with runtime.pool.connection() as conn:
+        conn.execute(q.ANALYZE_SQL)
 
 
 def _probes(conn: Connection[DictRow], users: int) -> dict[str, Callable[[], Any]]:
@@ -81,19 +152,27 @@ def _probes(conn: Connection[DictRow], users: int) -> dict[str, Callable[[], Any
 def _plans(conn: Connection[DictRow]) -> dict[str, list[str]]:
     return {
         "list_pending": _plan(conn, q.LIST_PENDING_SQL, (q.TENANT, "user_1")),
-        "expire_stale": _plan(conn, q.SWEEP_SQL, (SWEEP_BATCH,)),
+        "expire_stale": _plan(conn, q.STALE_PICK_SQL, (SWEEP_BATCH,)),
         "reconcile_backlog": _plan(conn, q.BACKLOG_PROBE_SQL),
     }
 
 
-def _sweep(conn: Connection[DictRow]) -> dict[str, Any]:
+def _sweep(runtime: Runtime) -> dict[str, Any]:
+    """Stale proposals expired by the approval service (`expire_if_due`: the move and its
+    audit row), a batch of SWEEP_BATCH picked and expired per transaction."""
+    sweeper = Identity(user_id="system:expiry", tenant_id=q.TENANT)
     started, expired, batches = time.perf_counter(), 0, 0
     while True:
-        with conn.transaction():
-            done = conn.execute(q.SWEEP_SQL, (SWEEP_BATCH,)).rowcount
+        with runtime.store.transaction() as tx:
+            picked = tx.conn.execute(q.STALE_PICK_SQL, (SWEEP_BATCH,)).fetchall()
+            done = 0
+            for row in picked:
+                proposal = tx.get_proposal(row["proposal_id"])
+                assert proposal is not None
+                done += runtime.service.expire_if_due(tx, sweeper, proposal, started) is not None
         batches += 1
         expired += done
-        if done < SWEEP_BATCH:
+        if len(picked) < SWEEP_BATCH:
             break
     seconds = time.perf_counter() - started
     return {
@@ -104,23 +183,11 @@ def _sweep(conn: Connection[DictRow]) -> dict[str, Any]:
     }
 
 
-def _drain(url: str, conn: Connection[DictRow]) -> dict[str, Any]:
-    try:
-        from writegate.approval.reconcile import Reconciler
-        from writegate.checkpoints.ops import PgBacklog
-    except ImportError:  # the reconciler is not in this code base: time its pickup only
-        started = time.perf_counter()
-        n = len(_probes(conn, 1)["reconcile_backlog"]())
-        return {
-            "with": "backlog pickup query only (no reconciler in this code base)",
-            "picked": n,
-            "seconds": round(time.perf_counter() - started, 3),
-        }
-    with open_demo(url, setup=False, max_connections=4) as runtime:
-        reconciler = Reconciler(runtime.service, PgBacklog(runtime.pool))
-        started = time.perf_counter()
-        settled = reconciler.drain(limit=100)
-        seconds = time.perf_counter() - started
+def _drain(runtime: Runtime) -> dict[str, Any]:
+    reconciler = Reconciler(runtime.service, PgBacklog(runtime.pool))
+    started = time.perf_counter()
+    settled = reconciler.drain(limit=100)
+    seconds = time.perf_counter() - started
     actions: dict[str, int] = {}
     for item in settled:
         actions[item.action] = actions.get(item.action, 0) + 1
@@ -144,48 +211,52 @@ def _without_index(
         return {"dropped": index, "probe_ms": _ms(probe, 10), "plan": plan}
 
 
-def _measure(url: str, n: int) -> dict[str, Any]:
-    with connect(url) as conn:
-        _fill(conn, n)
-        users = max(n // 100, 1)
-        probes = _probes(conn, users)
-        plans = _plans(conn)
-        out: dict[str, Any] = {
-            "proposals": n,
-            "pending": n // 10,
-            "stale": n // 20,
-            "backlog": n // 100,
-            "users": users,
-        }
-        out["list_pending_ms"] = _ms(probes["list_pending"])
-        out["expire_sweep"] = _sweep(conn)
-        out["stale_probe_after_sweep_ms"] = _ms(probes["expire_stale"])
-        out["reconcile"] = _drain(url, conn)
-        out["backlog_probe_after_drain_ms"] = _ms(probes["reconcile_backlog"])
-        out["plans"] = plans
-        out["index_used"] = {k: _uses_index(p, q.INDEX_FOR[k]) for k, p in plans.items()}
-        args = {
-            "list_pending": (q.LIST_PENDING_SQL, (q.TENANT, "user_1")),
-            "expire_stale": (q.STALE_PROBE_SQL, None),
-            "reconcile_backlog": (q.BACKLOG_PROBE_SQL, None),
-        }
-        out["without_index"] = {
-            name: _without_index(conn, name, probes[name], *args[name]) for name in probes
-        }
+def _measure(server: BenchServer, n: int) -> dict[str, Any]:
+    """In a database of its own: n proposals, then the probes, the sweep and the drain."""
+    url = server.create(f"scale_{n}")
+    try:
+        with open_demo(url, setup=False, max_connections=4) as runtime, connect(url) as conn:
+            seeding = time.perf_counter()
+            seed(runtime, n)
+            seeded = time.perf_counter() - seeding
+            users = max(n // 100, 1)
+            probes = _probes(conn, users)
+            plans = _plans(conn)
+            out: dict[str, Any] = {
+                "proposals": n,
+                "pending": n // 10,
+                "stale": n // 20,
+                "backlog": n // 100,
+                "users": users,
+                "seed_seconds": round(seeded, 2),
+            }
+            out["list_pending_ms"] = _ms(probes["list_pending"])
+            out["expire_sweep"] = _sweep(runtime)
+            out["stale_probe_after_sweep_ms"] = _ms(probes["expire_stale"])
+            out["reconcile"] = _drain(runtime)
+            out["backlog_probe_after_drain_ms"] = _ms(probes["reconcile_backlog"])
+            out["plans"] = plans
+            out["index_used"] = {k: _uses_index(p, q.INDEX_FOR[k]) for k, p in plans.items()}
+            args = {
+                "list_pending": (q.LIST_PENDING_SQL, (q.TENANT, "user_1")),
+                "expire_stale": (q.STALE_PROBE_SQL, None),
+                "reconcile_backlog": (q.BACKLOG_PROBE_SQL, None),
+            }
+            out["without_index"] = {
+                name: _without_index(conn, name, probes[name], *args[name]) for name in probes
+            }
+    finally:
+        server.drop(url)
     return out
 
 
 def run_scale(
     server: BenchServer, sizes: tuple[int, int], advance: Callable[[], None]
 ) -> dict[str, Any]:
-    url = server.create("scale")
-    try:
-        results = []
-        for n in sizes:
-            results.append(_measure(url, n))
-            advance()
-    finally:
-        server.drop(url)
+    results = []
+    for n in sizes:
+        results.append(_measure(server, n))
+        advance()
     small, large = results
     return {
         "sizes": list(sizes),

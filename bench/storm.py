@@ -37,7 +37,6 @@ from writegate.demo.provider import SimulatedProvider
 from writegate.demo.runtime import open_demo
 from writegate.runtime.wiring import Runtime
 
-EXECUTIONS_SQL = "SELECT count(*) AS n FROM writegate.executions WHERE proposal_id = %s"
 PROVIDER_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"
 REFUNDED_SQL = "SELECT refunded_minor FROM orders WHERE order_id = %s"
 
@@ -147,8 +146,9 @@ def _round(
         t.start()
     for t in threads:
         t.join()
+    with runtime.store.reading() as tx:  # at most one: an execution's proposal is unique
+        executions = int(tx.get_execution(proposal_id=proposal_id) is not None)
     with runtime.pool.connection() as conn:
-        executions = _value(conn, EXECUTIONS_SQL, proposal_id)
         provider = _value(conn, PROVIDER_SQL, order)
         refunded = _value(conn, REFUNDED_SQL, order)
     return {

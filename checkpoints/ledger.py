@@ -11,7 +11,7 @@ writegate's schema as the pool says (`checkpoints/namespace.py`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import fields
 from datetime import datetime
@@ -91,6 +91,17 @@ def _row_json(*records: Any, names: tuple[str, ...] | None = None) -> Jsonb:
     only the fields in `names` when given (a row's own columns)."""
     rows = [{name: getattr(r, name) for name in names or _field_names(type(r))} for r in records]
     return Jsonb(rows[0] if len(rows) == 1 else rows, dumps=_dumps)
+
+
+def _consumed_at(token: Token, created: dict[str, datetime]) -> datetime | None:
+    """When a token loaded with its execution was consumed: when the execution began."""
+    if token.status is not TokenStatus.CONSUMED:
+        return None
+    if token.execution_id not in created:
+        raise ValueError(
+            f"the token of proposal {token.proposal_id} is consumed: load its execution with it"
+        )
+    return created[token.execution_id]
 
 
 def _proposal(row: DictRow | dict[str, Any] | None) -> Proposal | None:
@@ -396,6 +407,30 @@ class PgLedgerTx:
         else:
             return None
         return Tombstone(**row) if row is not None else None
+
+    # -- many rows at once -------------------------------------------------------------
+
+    def load(
+        self,
+        proposals: Sequence[Proposal],
+        tokens: Sequence[Token] = (),
+        executions: Sequence[Execution] = (),
+    ) -> None:
+        """Rows made whole elsewhere (a benchmark's seed, a copy of a ledger), written as
+        they are, by one COPY per table: no guard, no audit row. A consumed token
+        is consumed when its execution (among `executions`) was created, as a claim
+        writes it."""
+        created = {e.execution_id: e.created_at for e in executions}
+        tokens_with = [{**_params(t), "consumed_at": _consumed_at(t, created)} for t in tokens]
+        for statement, rows in (
+            (self.sql.LOAD_PROPOSALS_SQL, map(_params, proposals)),
+            (self.sql.LOAD_TOKENS_SQL, tokens_with),
+            (self.sql.LOAD_EXECUTIONS_SQL, map(_params, executions)),
+        ):
+            columns = ledger_sql.column_names(statement)
+            with self._conn.cursor().copy(statement) as copy:
+                for row in rows:
+                    copy.write_row([row[name] for name in columns])
 
     # -- audit ------------------------------------------------------------------------
 

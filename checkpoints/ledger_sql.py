@@ -133,6 +133,12 @@ TOMBSTONE_COLUMNS = """request_key, token_hash, proposal_id, tenant_id, subject,
     final_status, execution_id, provider_ref, completed_at, purged_at"""
 
 
+def column_names(statement: str) -> list[str]:
+    """The columns a statement names in its first parentheses, in order."""
+    inside = statement[statement.index("(") + 1 : statement.index(")")]
+    return [name.strip() for name in inside.split(",")]
+
+
 class LedgerSQL(Statements):
     """The ledger's statements, written for the default schema;
     `sql_for(LedgerSQL, schema)` holds them for another."""
@@ -182,6 +188,14 @@ RETURNING proposal_id"""
     INSERT_TOKEN_SQL = f"""
 INSERT INTO writegate.tokens ({TOKEN_COLUMNS}, consumed_at)
 VALUES ({", ".join(f"%({name})s" for name in names(TOKEN_COLUMNS))}, NULL)"""
+
+    # Rows made whole elsewhere (a benchmark's seed, a copy of a ledger), many at once:
+    # COPY, one per table, each row's values in the order of the columns named.
+    LOAD_PROPOSALS_SQL = f"COPY writegate.proposals ({PROPOSAL_COLUMNS}) FROM STDIN"
+
+    LOAD_TOKENS_SQL = f"COPY writegate.tokens ({TOKEN_COLUMNS}, consumed_at) FROM STDIN"
+
+    LOAD_EXECUTIONS_SQL = f"COPY writegate.executions ({EXECUTION_OWN}) FROM STDIN"
 
     SELECT_TOKEN_SQL = f"SELECT {TOKEN_COLUMNS} FROM writegate.tokens WHERE token_hash = %s"
 

@@ -1,13 +1,16 @@
 """The ledger on PostgreSQL, statement by statement (checkpoints/ledger.py): every call is
 one statement, sent when it is made, so an error surfaces from the call that caused it
 and nothing of its transaction commits; a tool's code runs inside the transaction; the
-confirm's claim writes each row once."""
+confirm's claim writes each row once; rows made whole elsewhere (`load`, the bench's
+seed) read back as they were loaded."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import psycopg
 import pytest
@@ -20,9 +23,12 @@ from writegate.approval.errors import InvalidTransition, RecordExpired
 from writegate.approval.execution import execution_of
 from writegate.approval.models import (
     AuditRecord,
+    Execution,
     ExecutionStatus,
+    Proposal,
     ProposalStatus,
     Receipt,
+    Token,
 )
 from writegate.approval.store import Claim, Locked
 from writegate.demo.runtime import DemoRuntime, open_demo
@@ -245,3 +251,74 @@ def test_a_proposal_restored_past_its_purge_never_runs(rt: DemoRuntime) -> None:
     assert scalar(rt, query, proposal.request_key) == 0
     assert rt.provider.count_refunds(proposal.resource.split(":", 1)[1]) == 0  # type: ignore[attr-defined]
     assert audit_count(rt, proposal.thread_id) == 1  # the propose row; the refusal's has none
+
+
+# -- many rows at once (PgLedgerTx.load: the bench's seed and backlog) ----------------
+
+LOAD_CONSUMED_AT_SQL = "SELECT consumed_at FROM writegate.tokens WHERE token_hash = %s"
+LOAD_COUNT_SQL = "SELECT count(*) AS n FROM writegate.proposals WHERE proposal_id = %s"
+
+
+def executed(rt: DemoRuntime) -> tuple[Proposal, Token, Execution]:
+    """An executed refund's rows, as the store reads them."""
+    proposal = propose_refund(rt, new_order(rt), amount=100)
+    decision = Confirm(action="confirm", proposal_id=proposal.proposal_id)
+    receipt = rt.executor.confirm(ALICE, decision, "refund_order")
+    assert isinstance(receipt, Receipt) and receipt.status == "succeeded"
+    return read(rt, proposal.proposal_id)
+
+
+def read(rt: DemoRuntime, proposal_id: str) -> tuple[Proposal, Token, Execution]:
+    with rt.store.reading() as tx:
+        proposal = tx.get_proposal(proposal_id)
+        token = tx.get_token_for_proposal(proposal_id)
+        execution = tx.get_execution(proposal_id=proposal_id)
+    assert proposal is not None and token is not None and execution is not None
+    return proposal, token, execution
+
+
+def copy_of(rows: tuple[Proposal, Token, Execution]) -> tuple[Proposal, Token, Execution]:
+    """The same rows under fresh keys."""
+    proposal, token, execution = rows
+    tag = secrets.token_hex(6)
+    proposal_id, execution_id, token_hash = f"prop_l{tag}", f"exe_l{tag}", f"hash_l{tag}"
+    key = f"{proposal.request_key}:{tag}"
+    return (
+        replace(proposal, proposal_id=proposal_id, thread_id=f"thr_l{tag}", request_key=key),
+        replace(
+            token,
+            token_hash=token_hash,
+            proposal_id=proposal_id,
+            execution_id=execution_id,
+        ),
+        replace(
+            execution,
+            execution_id=execution_id,
+            request_key=key,
+            token_hash=token_hash,
+            proposal_id=proposal_id,
+        ),
+    )
+
+
+def test_loaded_rows_read_back_as_they_were_loaded(rt: DemoRuntime) -> None:
+    copies = [copy_of(executed(rt)) for _ in range(3)]
+    with rt.store.transaction() as tx:
+        tx.load([p for p, _, _ in copies], [t for _, t, _ in copies], [e for _, _, e in copies])
+    for loaded in copies:
+        assert read(rt, loaded[0].proposal_id) == loaded
+        with rt.pool.connection() as conn:
+            row = conn.execute(LOAD_CONSUMED_AT_SQL, (loaded[1].token_hash,)).fetchone()
+        assert row is not None and row["consumed_at"] == loaded[2].created_at
+
+
+def test_a_consumed_token_without_its_execution_is_refused_and_nothing_is_written(
+    rt: DemoRuntime,
+) -> None:
+    proposal, token, _ = copy_of(executed(rt))
+    refused = pytest.raises(ValueError, match="is consumed: load its execution with it")
+    with refused, rt.store.transaction() as tx:
+        tx.load([proposal], [token])
+    with rt.pool.connection() as conn:
+        row = conn.execute(LOAD_COUNT_SQL, (proposal.proposal_id,)).fetchone()
+    assert row is not None and row["n"] == 0
