@@ -128,8 +128,8 @@ class Decisions:
             question = questions.get(pid)
             if question is not None:
                 resume: Command[Any] = Command(resume={question[0]: value})
-                messages += _messages(self.runner.events(resume, identity, config, held))
-                questions = self.runner.questions(config)
+                questions = {}  # what the run stops at, as it streams: no read after it
+                messages += _messages(self.runner.events(resume, identity, config, held, questions))
                 asked_again = questions.get(pid)
                 if asked_again is not None and asked_again[1].get("error"):
                     self._refuse_answer(identity, asked_again[1])
