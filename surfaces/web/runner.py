@@ -191,8 +191,9 @@ class Runner:
             for row in rows
         ]
 
-    def messages(self, config: RunnableConfig) -> list[MessageView]:
-        state = self.graph.get_state(config)
+    @staticmethod
+    def messages(state: StateSnapshot) -> list[MessageView]:
+        """The thread's messages in a checkpoint read with `state`."""
         messages = state.values.get("messages", [])
         executed = executed_values(messages)
         return [message_view(m, executed) for m in messages]
