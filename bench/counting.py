@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from psycopg import Connection, Cursor, Pipeline, Transaction
@@ -54,7 +55,14 @@ _RELAXED = re.compile(r"synchronous_commit'?\s*(,|to|=)\s*'?off\b", re.I)
 def classify(query: Any) -> tuple[str, bool, bool]:
     """(group, writes, relaxed) for one statement; the empty query is the pool's health
     check; `relaxed`: it turns off waiting for the disk at its transaction's commit."""
-    text = query if isinstance(query, str) else str(query)
+    return _classify(query if isinstance(query, str) else str(query))
+
+
+# Once per statement text: the counting's own CPU (a dozen regular expressions a
+# statement) would otherwise land in the CPU of the path it counts, the more so the
+# more statements it runs.
+@lru_cache(maxsize=4096)
+def _classify(text: str) -> tuple[str, bool, bool]:
     if not text.strip():
         return "pool_check", False, False
     group = next((name for name, pattern in _GROUPS if pattern.search(text)), "other")
@@ -129,6 +137,11 @@ class Tally:
 _CONTROL = re.compile(r"^\s*(begin|commit|rollback)\s*;?\s*$", re.I)
 
 
+@lru_cache(maxsize=4096)
+def _control(text: str) -> re.Match[str] | None:
+    return _CONTROL.match(text)
+
+
 class CountingCursor(Cursor[DictRow]):
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
         self._count(query, 1, params)
@@ -149,7 +162,7 @@ class CountingCursor(Cursor[DictRow]):
             conn.pipeline_sent = True  # its round trip is the pipeline's Sync
         else:
             conn.tally.trips(1)
-        control = _CONTROL.match(text)
+        control = _control(text)
         if control is not None:  # a transaction the caller sends itself
             conn.control(control.group(1).lower())
             return

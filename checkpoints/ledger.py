@@ -191,10 +191,14 @@ class PgLedgerTx:
     def get_proposal_and_execution(
         self, proposal_id: str
     ) -> tuple[Proposal | None, Execution | None]:
-        proposal = self.get_proposal(proposal_id)
-        if proposal is None or proposal.status is not ProposalStatus.EXECUTED:
-            return proposal, None
-        return proposal, self.get_execution(proposal_id=proposal_id)
+        """One statement, which brings the transaction's clock along (`now()`)."""
+        row = self._one(self.sql.SELECT_PROPOSAL_EXECUTION_SQL, {"id": proposal_id})
+        assert row is not None  # the query always answers one row
+        tx_now = row.pop("tx_now")
+        if self._clock is None and self._now is None:
+            self._now = tx_now
+        execution = _execution(_unprefixed(row, ledger_sql.EXECUTION_PREFIX))
+        return _proposal(_own(row)), execution
 
     def lock_proposal(self, proposal_id: str) -> Locked:
         row = self._one(self.sql.LOCK_PROPOSAL_SQL, (proposal_id,))

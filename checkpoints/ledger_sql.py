@@ -158,6 +158,17 @@ class LedgerSQL(Statements):
         f"SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals WHERE proposal_id = %s"
     )
 
+    # The proposal, its execution once it executed (its columns prefixed), and the
+    # statement's clock, in one read: the approval's view needs all three.
+    SELECT_PROPOSAL_EXECUTION_SQL = f"""
+SELECT now() AS tx_now, p.*, x.*
+FROM (SELECT 1) AS one
+LEFT JOIN (SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals WHERE proposal_id = %(id)s) AS p
+    ON true
+LEFT JOIN (SELECT {_PREFIXED_EXECUTION_COLUMNS} FROM writegate.executions
+           WHERE proposal_id = %(id)s) AS x
+    ON p.status = 'executed'"""
+
     SELECT_CALL_PROPOSAL_SQL = f"""
 SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals
 WHERE thread_id = %s AND message_id = %s AND tool_call_id = %s"""

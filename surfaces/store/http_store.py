@@ -33,7 +33,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 
-from writegate.approval.errors import InProgress, Unavailable, WritegateError
+from writegate.approval.errors import InProgress, NotFound, Unavailable, WritegateError
 from writegate.approval.models import Identity
 from writegate.approval.views import Page, PageArgs, created_after, created_key
 from writegate.checkpoints.ledger_sql import created_page
@@ -48,6 +48,7 @@ LOCK_CHECKOUT_S = 1.0  # how long a request waits for a free lock session
 THREAD_LEASE_S = 60.0  # a run's hold on its thread when its lock session is gone
 THREAD_LEASE_ENV = "WRITEGATE_THREAD_LEASE_SECONDS"
 FREE_ATTEMPTS = 3  # sessions tried to free a lease whose lock session died
+NO_THREAD = "no such thread for this user"
 
 
 @dataclass(frozen=True)
@@ -156,13 +157,21 @@ class HttpStore:
 
     # -- per-thread serialization -----------------------------------------------------
 
-    def lock_thread(self, thread_id: str, *, wait_s: float, shared: bool = False) -> ThreadLock:
+    def lock_thread(
+        self,
+        thread_id: str,
+        *,
+        wait_s: float,
+        shared: bool = False,
+        owner: Identity | None = None,
+    ) -> ThreadLock:
         """Take the thread's lock, waiting up to wait_s (0: don't wait); InProgress if the
         thread is busy, Unavailable if every lock session of this process is taken.
         Exclusive, it comes with the thread's lease: InProgress too while a run whose
         lock session died still holds it. `shared` (with a wait): held beside other
         shared holders, never beside the one exclusive holder; for a request that only
-        reads the thread."""
+        reads the thread. `owner`: NotFound, before any lock is taken, unless the thread
+        is this user's (checked in the lock's own transaction)."""
         try:
             conn = self.lock_pool.getconn(timeout=self.lock_checkout_s)
         except PoolTimeout as exc:
@@ -171,7 +180,9 @@ class HttpStore:
                 thread_id=thread_id,
             ) from exc
         lease = None if shared else Lease(thread_id, self.lease_s, self.pool)
-        return ThreadLock(self.lock_pool, conn, thread_id, wait_s, shared=shared, lease=lease)
+        return ThreadLock(
+            self.lock_pool, conn, thread_id, wait_s, shared=shared, lease=lease, owner=owner
+        )
 
     @contextmanager
     def thread_lock(self, thread_id: str, *, wait_s: float, shared: bool = False) -> Iterator[None]:
@@ -244,6 +255,7 @@ class ThreadLock:
         *,
         shared: bool = False,
         lease: Lease | None = None,
+        owner: Identity | None = None,
     ) -> None:
         self.key = LOCK_NAMESPACE + thread_id
         self.lease = lease
@@ -261,7 +273,7 @@ class ThreadLock:
         # other way may have taken it, and release() must then unlock it.
         self._held = True
         try:
-            self._acquire(conn, thread_id, wait_s)
+            self._acquire(conn, thread_id, wait_s, owner)
         except BaseException:
             self.release()
             raise
@@ -269,19 +281,32 @@ class ThreadLock:
     def _params(self) -> Any:
         return self.lease.params(self.key) if self.lease is not None else (self.key,)
 
-    def _acquire(self, conn: Connection[DictRow], thread_id: str, wait_s: float) -> None:
-        if wait_s <= 0:
+    def _acquire(
+        self, conn: Connection[DictRow], thread_id: str, wait_s: float, owner: Identity | None
+    ) -> None:
+        if wait_s <= 0 and owner is None:
             row = conn.execute(self._try_sql, self._params()).fetchone()
             if not (row and row["ok"]):
                 self._held = False
                 raise InProgress("another request is running this thread", thread_id=thread_id)
         else:
-            # One transaction: the wait's lock_timeout ends with it, and the session lock
-            # and the lease row are taken in one commit.
+            # One transaction: the owner's check, the wait's lock_timeout (it ends with
+            # the transaction), the session lock and the lease row, in one commit.
             try:
                 with conn.transaction():
-                    conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
-                    row = conn.execute(self._lock_sql, self._params()).fetchone()
+                    if owner is not None:
+                        ids = (thread_id, owner.tenant_id, owner.user_id)
+                        if conn.execute(sql.SELECT_THREAD_SQL, ids).fetchone() is None:
+                            self._held = False
+                            raise NotFound(NO_THREAD, thread_id=thread_id)
+                    if wait_s > 0:
+                        conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
+                    row = conn.execute(
+                        self._lock_sql if wait_s > 0 else self._try_sql, self._params()
+                    ).fetchone()
+                if wait_s <= 0 and not (row and row["ok"]):
+                    self._held = False
+                    raise InProgress("another request is running this thread", thread_id=thread_id)
             except LockNotAvailable as exc:
                 self._held = False
                 raise InProgress(

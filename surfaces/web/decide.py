@@ -45,7 +45,7 @@ from writegate.surfaces.web.amounts import minor_units
 from writegate.surfaces.web.errors import Refused, error_body, status_for
 from writegate.surfaces.web.inputs import EditIn
 from writegate.surfaces.web.runner import Questions, Runner, questions_in, stalled_in
-from writegate.surfaces.web.schemas import DecisionResult, MessageView
+from writegate.surfaces.web.schemas import ApprovalView, DecisionResult, MessageView
 from writegate.surfaces.web.views import approval_view, proposal_row, receipt_view
 
 _SAME_END = {(ProposalStatus.DECLINED, "decline"), (ProposalStatus.CANCELLED, "cancel")}
@@ -128,8 +128,8 @@ class Decisions:
             question = questions.get(pid)
             if question is not None:
                 resume: Command[Any] = Command(resume={question[0]: value})
-                messages += _messages(self.runner.events(resume, identity, config, held))
-                questions = self.runner.questions(config)
+                questions = {}  # what the run stops at, as it streams: no read after it
+                messages += _messages(self.runner.events(resume, identity, config, held, questions))
                 asked_again = questions.get(pid)
                 if asked_again is not None and asked_again[1].get("error"):
                     self._refuse_answer(identity, asked_again[1])
@@ -225,10 +225,12 @@ class Decisions:
         )
 
         def result(outcome: str, **extra: Any) -> DecisionResult:
-            approvals = self.runner.thread_approvals(
-                identity, proposal.thread_id, questions=questions, now=now
-            )
-            pending = [a for a in approvals if a.pending]
+            pending: list[ApprovalView] = []
+            if questions:  # pending means a question is open: none is, none is pending
+                approvals = self.runner.thread_approvals(
+                    identity, proposal.thread_id, questions=questions, now=now
+                )
+                pending = [a for a in approvals if a.pending]
             return DecisionResult(
                 proposal_id=pid,
                 action=action,

@@ -17,6 +17,7 @@ from writegate.surfaces.web.auth import CurrentIdentity
 from writegate.surfaces.web.errors import json_responses, request_id, responses
 from writegate.surfaces.web.events import STREAM_RESPONSE
 from writegate.surfaces.web.inputs import ID_PATTERN, MessageIn, ThreadQuery
+from writegate.surfaces.web.runner import questions_in
 from writegate.surfaces.web.schemas import ThreadList, ThreadSummary, ThreadView
 from writegate.surfaces.web.services import Svc
 from writegate.surfaces.web.sse import (
@@ -57,14 +58,18 @@ def list_threads(
 def read_thread(thread_id: ThreadId, identity: CurrentIdentity, svc: Svc) -> ThreadView:
     """Messages, every approval of the thread (history), and the pending ones."""
     row = require_thread(svc, identity, thread_id)
-    approvals = svc.runner.thread_approvals(identity, thread_id)
+    state = svc.runner.state(svc.runner.config(identity, thread_id))  # read once
+    now = svc.runtime.views.now()
+    approvals = svc.runner.thread_approvals(
+        identity, thread_id, questions=questions_in(state), now=now
+    )
     return ThreadView(
         thread_id=thread_id,
         created_at=row["created_at"],
-        messages=svc.runner.messages(svc.runner.config(identity, thread_id)),
+        messages=svc.runner.messages(state),
         approvals=approvals,
         pending=[a for a in approvals if a.pending],
-        now=svc.runtime.views.now(),
+        now=now,
     )
 
 

@@ -9,14 +9,14 @@ interrupt whose value names a proposal is that proposal's question.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import StateSnapshot
+from langgraph.types import Interrupt, StateSnapshot
 
 from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import PENDING, Identity, ProposalStatus
@@ -44,8 +44,13 @@ def _expires(value: dict[str, Any]) -> datetime:
 
 def questions_in(state: StateSnapshot) -> Questions:
     """The open questions of a checkpoint: interrupts whose value names a proposal."""
+    return questions_in_interrupts(state.interrupts)
+
+
+def questions_in_interrupts(interrupts: Iterable[Interrupt]) -> Questions:
+    """The interrupts whose value names a proposal, by proposal id."""
     found: Questions = {}
-    for intr in state.interrupts:
+    for intr in interrupts:
         value = intr.value
         if isinstance(value, dict) and isinstance(value.get("proposal_id"), str):
             found[value["proposal_id"]] = (intr.id, value)
@@ -119,10 +124,18 @@ class Runner:
         return proposal.status not in PENDING
 
     def events(
-        self, value: Any, identity: Identity, config: RunnableConfig, held: ThreadLock
+        self,
+        value: Any,
+        identity: Identity,
+        config: RunnableConfig,
+        held: ThreadLock,
+        asked: Questions | None = None,
     ) -> Iterator[RunEvent]:
         """Stream one graph run as events, until it ends or stops at a question. `held`:
-        the thread's lock, kept between steps (a lost lease stops the run there)."""
+        the thread's lock, kept between steps (a lost lease stops the run there).
+        `asked` gets the questions the run stopped at: the thread's open questions once
+        it has ended (a run stops at the step that asks, and LangGraph streams every
+        interrupt of that step, those asked again after a resume included)."""
         stream = self.graph.stream(value, config, stream_mode=["messages", "updates"])
         for mode, chunk in stream:
             held.keep()
@@ -134,6 +147,8 @@ class Runner:
             for node, update in chunk.items():
                 if node == "__interrupt__":
                     for intr in update:
+                        if asked is not None:
+                            asked.update(questions_in_interrupts([intr]))
                         yield "approval", self.question_view(identity, intr.value)
                 elif isinstance(update, dict):
                     for message in update.get("messages") or []:
@@ -146,8 +161,11 @@ class Runner:
         self.graph.update_state(config, {"messages": [AIMessage(text)]}, as_node="agent")
 
     def question_view(self, identity: Identity, value: dict[str, Any]) -> ApprovalView:
-        proposal = self.rt.service.get_proposal(identity, value["proposal_id"])
-        return approval_view(proposal_row(proposal), self.rt.views.now(), question=value)
+        # The proposal and the ledger's clock in one read.
+        proposal, _, now = self.rt.service.proposal_execution_and_now(
+            identity, value["proposal_id"]
+        )
+        return approval_view(proposal_row(proposal), now, question=value)
 
     def thread_approvals(
         self,
@@ -173,8 +191,9 @@ class Runner:
             for row in rows
         ]
 
-    def messages(self, config: RunnableConfig) -> list[MessageView]:
-        state = self.graph.get_state(config)
+    @staticmethod
+    def messages(state: StateSnapshot) -> list[MessageView]:
+        """The thread's messages in a checkpoint read with `state`."""
         messages = state.values.get("messages", [])
         executed = executed_values(messages)
         return [message_view(m, executed) for m in messages]

@@ -17,7 +17,7 @@ from sse_starlette import ServerSentEvent
 
 from writegate.approval.errors import NotFound
 from writegate.approval.models import Identity
-from writegate.surfaces.store.http_store import ThreadLock
+from writegate.surfaces.store.http_store import NO_THREAD, ThreadLock
 from writegate.surfaces.web.runner import Preparation
 from writegate.surfaces.web.schemas import ApprovalView
 from writegate.surfaces.web.services import Services
@@ -27,7 +27,7 @@ from writegate.surfaces.web.sse import relay
 def require_thread(svc: Services, identity: Identity, thread_id: str) -> dict[str, Any]:
     row = svc.store.get_thread(identity, thread_id)
     if row is None:
-        raise NotFound("no such thread for this user", thread_id=thread_id)
+        raise NotFound(NO_THREAD, thread_id=thread_id)
     return row
 
 
@@ -39,9 +39,9 @@ async def start_turn(
     anything runs."""
     config = svc.runner.config(identity, thread_id)
 
-    def take() -> tuple[ThreadLock, Preparation]:  # one hop to a worker thread for all three
-        require_thread(svc, identity, thread_id)
-        lock = svc.store.lock_thread(thread_id, wait_s=svc.settings.message_lock_wait_s)
+    def take() -> tuple[ThreadLock, Preparation]:  # one hop to a worker thread for both
+        wait_s = svc.settings.message_lock_wait_s  # the owner is checked as the lock is taken
+        lock = svc.store.lock_thread(thread_id, wait_s=wait_s, owner=identity)
         try:
             return lock, svc.runner.prepare(identity, config)
         except BaseException:

@@ -165,3 +165,23 @@ def test_the_same_write_twice_in_one_turn_is_proposed_once(rt: Runtime) -> None:
     assert results[calls[0]["id"]]["status"] == "succeeded"
     assert results[calls[1]["id"]]["code"] == "validation_failed"
     assert refunds_at_provider(rt, order) == 1
+
+
+def test_a_resume_streams_every_question_it_leaves_open(rt: Runtime) -> None:
+    # The HTTP service takes a decision's open questions from its run's stream instead of
+    # reading the checkpoint after it: the stream must name each one, those of the
+    # same step that were not answered included.
+    thread, first_order, second_order = new_id("t"), new_order(rt), new_order(rt)
+    calls = [refund_call(first_order), refund_call(second_order, 5000)]
+    graph, (first, second) = _start_two(rt, thread, calls)
+
+    answer = Command(resume={first.id: confirm(first.value["proposal_id"])})
+    streamed = [
+        intr
+        for mode, chunk in graph.stream(answer, config(thread), stream_mode=["messages", "updates"])
+        if mode == "updates"
+        for intr in chunk.get("__interrupt__", ())
+    ]
+    left = graph.get_state(config(thread)).interrupts
+    assert [(i.id, i.value) for i in streamed] == [(i.id, i.value) for i in left]
+    assert [i.value["proposal_id"] for i in streamed] == [second.value["proposal_id"]]
