@@ -165,8 +165,8 @@ SELECT now() AS tx_now, p.*, x.*
 FROM (SELECT 1) AS one
 LEFT JOIN (SELECT {PROPOSAL_COLUMNS} FROM writegate.proposals WHERE proposal_id = %(id)s) AS p
     ON true
-LEFT JOIN (SELECT {_PREFIXED_EXECUTION_COLUMNS} FROM writegate.executions
-           WHERE proposal_id = %(id)s) AS x
+LEFT JOIN (SELECT {_PREFIXED_EXECUTION_COLUMNS} FROM writegate.executions e
+           JOIN {EXECUTION_JOIN} WHERE e.proposal_id = %(id)s) AS x
     ON p.status = 'executed'"""
 
     SELECT_CALL_PROPOSAL_SQL = f"""
