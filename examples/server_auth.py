@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import threading
 from typing import Any
 
 from langgraph_sdk import Auth
 
-from writegate import Identity, Writegate
+from writegate import Identity, Writegate, WritegateError
+from writegate.graph.second import second_approval_run
 
 # Demo only: token -> the user it stands for. `tenant_id` and `roles` are the fields
 # writegate reads by default (`ServerUserFields`); `trust` could be set here as well.
@@ -35,6 +37,7 @@ DEMO_TOKENS: dict[str, dict[str, Any]] = {
     "demo-user-42": {"identity": "user_42", "tenant_id": "tenant_hz", "roles": []},
     "demo-user-7": {"identity": "user_7", "tenant_id": "tenant_hz", "roles": []},
     "demo-approver": {"identity": "approver_1", "tenant_id": "tenant_hz", "roles": ["approver"]},
+    "demo-approver-sh": {"identity": "approver_9", "tenant_id": "tenant_sh", "roles": ["approver"]},
 }
 
 auth = Auth()
@@ -71,15 +74,68 @@ def _owner(ctx: Auth.types.AuthContext) -> dict[str, str]:
     }
 
 
+def _identity(ctx: Auth.types.AuthContext) -> Identity:
+    owner = _owner(ctx)
+    roles = frozenset(getattr(ctx.user, "roles", None) or ())
+    return Identity(user_id=owner["owner"], tenant_id=owner["owner_tenant"], roles=roles)
+
+
+async def _awaiting_me(ctx: Auth.types.AuthContext) -> set[str]:
+    """The threads whose question waits for this user's second approval: for an approver,
+    their tenant's proposals the requester confirmed, never their own (the ledger's
+    queue, `Writegate.awaiting_second_approval`); for anyone else, none."""
+    who = _identity(ctx)
+    if "approver" not in who.roles or not who.tenant_id:
+        return set()
+    page = await asyncio.to_thread(lambda: _writegate().awaiting_second_approval(who, limit=100))
+    return {view.thread_id for view in page.items if view.thread_id}
+
+
 @auth.on.threads
 async def own_threads_only(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType:
-    """A thread is stamped with its creator; every other thread is out of sight."""
+    """A thread is stamped with its creator (and its own id, which an approver's inbox
+    finds it by); every other thread is out of sight. Creating, updating, deleting and
+    copying a thread: only one's own."""
     owner = _owner(ctx)
     if isinstance(value, dict):
         metadata = value.setdefault("metadata", {})
         if isinstance(metadata, dict):
             metadata.update(owner)
+            metadata["thread_id"] = str(value.get("thread_id") or "")  # never the client's
     return owner
+
+
+@auth.on.threads.read
+@auth.on.threads.search
+async def own_threads_or_awaiting_my_approval(
+    ctx: Auth.types.AuthContext, value: Any
+) -> Auth.types.FilterType:
+    """Reading and listing: one's own threads, and for an approver the threads that wait
+    for their second approval (so Agent Inbox lists them), while they wait."""
+    owner = _owner(ctx)
+    waiting = sorted(await _awaiting_me(ctx))
+    if not waiting:
+        return owner
+    return {"$or": [owner, *({"thread_id": thread_id} for thread_id in waiting)]}
+
+
+@auth.on.threads.create_run
+async def run_own_threads_or_answer_my_approval(
+    ctx: Auth.types.AuthContext, value: Auth.types.RunsCreate
+) -> Auth.types.FilterType:
+    """A run on one's own thread; on another's, only an approver's answer to the second
+    approval that thread waits for: `command={"resume": ...}` and nothing else (no input,
+    no goto or update). What the answer does is writegate's (`graph/second.py`)."""
+    owner = _owner(ctx)
+    thread_id = str(value.get("thread_id") or "")
+    value.setdefault("metadata", {}).update({**owner, "thread_id": thread_id})  # a new thread's
+    if not thread_id or thread_id not in await _awaiting_me(ctx):
+        return owner
+    try:
+        second_approval_run(dict(value.get("kwargs") or {}))
+    except WritegateError as refused:  # before anything runs: a structured 403
+        raise Auth.exceptions.HTTPException(403, detail=json.dumps(refused.to_dict())) from None
+    return {"owner_tenant": owner["owner_tenant"], "thread_id": thread_id}
 
 
 @auth.on.threads.delete

@@ -1,0 +1,148 @@
+"""A second approver's answer, given on the requester's own thread (Agent Inbox).
+
+Under a tier with a second approver, the requester's confirm leaves their question open
+with an `awaiting: {"what": "second_approval"}` block. An approver of the same tenant
+who can read that thread (the example auth handler lets them while it waits for them,
+`examples/server_auth.py`) answers it there, as Agent Inbox answers any question: a run
+on the thread whose `command.resume` is their answer. The run is theirs (the server's
+authenticated user), so the gate meets a proposal that is not the run's user's; where
+it is one the ledger lists for that approver (`awaiting_second_approval`: their tenant,
+the role, never their own request), their answer decides it:
+
+- an approval (Agent Inbox's accept, LangChain's approve, writegate's confirm) runs the
+  write once, through `Executor.approve_as_second`, audited as theirs;
+- a decline (Agent Inbox's response with its text, LangChain's reject, writegate's
+  decline) ends it, audited as theirs; the text goes to the requester's thread.
+
+The call's ToolMessage (the receipt, or why nothing ran) is the thread's answer, marked
+`BY_SECOND_APPROVER`: the turn ends there, with no model turn under the approver's
+name, and the model reads it with the requester's next message. Anything else from the
+approver fails the run before anything is decided; the question stands as it was.
+
+Only the approver's own answer is read: the requester's earlier answers to the same
+question, which LangGraph replays first, are theirs and are skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
+from langgraph.types import interrupt
+
+from writegate.approval.conversation import AWAITING_SECOND_NOTE
+from writegate.approval.errors import InvalidDecision, WritegateError
+from writegate.approval.models import Identity, Proposal, ProposalStatus, Receipt
+from writegate.approval.outcomes import proposal_error
+from writegate.approval.review import APPROVER_ROLE
+from writegate.approval.views import PageArgs
+from writegate.approval.wire import approval_request, receipt_content
+from writegate.graph.identity import identity_of, thread_of
+from writegate.graph.messages import tool_error, tool_result
+from writegate.runtime.wiring import Runtime
+
+# The artifact of a ToolMessage a second approver's answer wrote: the run ends there.
+BY_SECOND_APPROVER = {"answered_by": "second_approver"}
+SHAPES = (
+    'accept ([{"type": "accept", "args": null}], {"decisions": [{"type": "approve"}]} or '
+    '{"action": "confirm"}) or decline ([{"type": "response", "args": "reason"}], '
+    '{"decisions": [{"type": "reject", "message": "reason"}]} or {"action": "decline"})'
+)
+
+
+def second_approval_answer(answer: Any, proposal_id: str | None = None) -> tuple[bool, str | None]:
+    """A second approver's answer as (approve, their reason); `InvalidDecision` naming
+    the accepted shapes for anything else (an edit, a cancel, two answers, another
+    proposal's id). Their answer decides, it never changes the request."""
+    approve: bool | None = None
+    reason: Any = None
+    if isinstance(answer, list) and len(answer) == 1 and isinstance(answer[0], dict):
+        kind, args = answer[0].get("type"), answer[0].get("args")
+        if kind == "accept" and (args is None or isinstance(args, dict)):
+            approve = True
+        elif kind == "response" and isinstance(args, str) and args.strip():
+            approve, reason = False, args
+    elif isinstance(answer, dict) and set(answer) == {"decisions"}:
+        decisions = answer["decisions"]
+        if isinstance(decisions, list) and len(decisions) == 1 and isinstance(decisions[0], dict):
+            kind = decisions[0].get("type")
+            approve = True if kind == "approve" else False if kind == "reject" else None
+            reason = decisions[0].get("message")
+    elif isinstance(answer, dict) and answer.get("action") in ("confirm", "decline"):
+        named = answer.get("proposal_id")
+        if named is None or named == proposal_id or proposal_id is None:
+            approve, reason = answer["action"] == "confirm", answer.get("reason")
+    if approve is None:
+        raise InvalidDecision(
+            f"a second approver approves or declines the waiting request: {SHAPES}",
+            proposal_id=proposal_id,
+        )
+    return approve, reason if isinstance(reason, str) and reason.strip() else None
+
+
+def second_approval_run(run: dict[str, Any]) -> None:
+    """Refuse (`InvalidDecision`) a run on someone else's thread that is anything but
+    a second approver's answer: `command={"resume": answer}`, no input, no goto or
+    update. For an auth handler's `create_run` (`examples/server_auth.py`): it lets an
+    approver answer and do nothing else there."""
+    command = run.get("command")
+    if not (isinstance(command, dict) and set(command) == {"resume"}) or run.get("input"):
+        raise InvalidDecision(
+            "on a thread that is not yours, a second approver only answers its waiting "
+            f"approval: a run with command.resume and no input; the answer is {SHAPES}"
+        )
+    second_approval_answer(command["resume"])
+
+
+class SecondApprover:
+    """The gate's way for a second approver's answer (see the module docstring)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+
+    def waiting(self, approver: Identity, thread_id: str, tool_call_id: str) -> Proposal | None:
+        """The proposal of this call that waits for `approver`, or None: not an approver,
+        not their tenant's, their own request, or not (or no longer) waiting for one."""
+        if APPROVER_ROLE not in approver.roles:
+            return None
+        page = self.rt.service.awaiting_second_approval(approver, PageArgs(thread_id=thread_id))
+        found = [p for p in page.items if p.tool_call_id == tool_call_id]
+        return found[0] if found else None
+
+    def answer(self, call: dict[str, Any], config: RunnableConfig) -> ToolMessage | None:
+        """The call's ToolMessage once this run's approver has decided it, or None when
+        the run's user is no second approver of it (the caller then refuses the run)."""
+        approver = identity_of(config, self.rt.server_user)
+        proposal = self.waiting(approver, thread_of(config), str(call["id"]))
+        if proposal is None:
+            return None
+        request = approval_request(proposal, None)
+        request["awaiting"] = dict(AWAITING_SECOND_NOTE)
+        answer = _their_answer(config, request)
+        approve, reason = second_approval_answer(answer, proposal.proposal_id)
+        if approve:
+            outcome = self.rt.executor.approve_as_second(approver, proposal.proposal_id).outcome
+            message = _message(call, outcome)
+        else:
+            declined = self.rt.service.decline_as_second(approver, proposal.proposal_id)
+            exc = proposal_error(ProposalStatus.DECLINED, declined.proposal_id, reason)
+            message = tool_error(call["id"], call["name"], exc or InvalidDecision())
+        message.artifact = BY_SECOND_APPROVER
+        return message
+
+
+def _their_answer(config: RunnableConfig, request: Any) -> Any:
+    """The answer this run brought: LangGraph replays the task's earlier answers (the
+    requester's) to its first interrupts, in order; the one after them is this run's."""
+    scratchpad = (config.get("configurable") or {})[CONFIG_KEY_SCRATCHPAD]
+    for _ in range(len(scratchpad.resume)):
+        interrupt(request)  # the requester's own answer, replayed: not the approver's
+    return interrupt(request)  # none brought: the same question stands
+
+
+def _message(call: dict[str, Any], outcome: Receipt | WritegateError) -> ToolMessage:
+    if isinstance(outcome, Receipt):
+        return tool_result(call["id"], call["name"], receipt_content(outcome))
+    return tool_error(call["id"], call["name"], outcome)
