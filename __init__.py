@@ -71,6 +71,9 @@ if TYPE_CHECKING:
         AuditRow,
         ProposalView,
     )
+    from writegate.graph.second import (
+        second_approval_run,
+    )
     from writegate.graph.server_resume import (
         resume_requester,
     )
@@ -144,6 +147,7 @@ __all__ = [
     "error_for_code",
     "read_tool",
     "resume_requester",
+    "second_approval_run",
     "write_tool",
 ]
 
@@ -203,6 +207,7 @@ _WHERE = {
     "error_for_code": "writegate.approval.errors",
     "read_tool": "writegate.tools.kit",
     "resume_requester": "writegate.graph.server_resume",
+    "second_approval_run": "writegate.graph.second",
     "write_tool": "writegate.tools.kit",
 }
 

@@ -28,8 +28,7 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from writegate import Identity, Writegate, WritegateError
-from writegate.graph.second import second_approval_run
+from writegate import Identity, Writegate, WritegateError, second_approval_run
 
 # Demo only: token -> the user it stands for. `tenant_id` and `roles` are the fields
 # writegate reads by default (`ServerUserFields`); `trust` could be set here as well.

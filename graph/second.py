@@ -34,7 +34,7 @@ from langgraph.types import interrupt
 
 from writegate.approval.conversation import AWAITING_SECOND_NOTE
 from writegate.approval.errors import InvalidDecision, WritegateError
-from writegate.approval.models import Identity, Proposal, ProposalStatus, Receipt
+from writegate.approval.models import Identity, Proposal, Receipt
 from writegate.approval.outcomes import proposal_error
 from writegate.approval.review import APPROVER_ROLE
 from writegate.approval.views import PageArgs
@@ -84,14 +84,22 @@ def second_approval_answer(answer: Any, proposal_id: str | None = None) -> tuple
 
 def second_approval_run(run: dict[str, Any]) -> None:
     """Refuse (`InvalidDecision`) a run on someone else's thread that is anything but
-    a second approver's answer: `command={"resume": answer}`, no input, no goto or
-    update. For an auth handler's `create_run` (`examples/server_auth.py`): it lets an
-    approver answer and do nothing else there."""
+    a second approver's answer: `command={"resume": answer}` at the thread's head, no
+    input, no goto or update, no webhook or breakpoints. `run`: LangGraph Server's run
+    (an auth handler's `create_run` value's `kwargs`, `examples/server_auth.py`): the
+    approver answers there and does nothing else."""
     command = run.get("command")
-    if not (isinstance(command, dict) and set(command) == {"resume"}) or run.get("input"):
+    configurable = (run.get("config") or {}).get("configurable") or {}
+    extras = ("input", "webhook", "interrupt_before", "interrupt_after")
+    if (
+        not (isinstance(command, dict) and set(command) == {"resume"})
+        or any(run.get(key) for key in extras)
+        or configurable.get("checkpoint_id")
+    ):
         raise InvalidDecision(
             "on a thread that is not yours, a second approver only answers its waiting "
-            f"approval: a run with command.resume and no input; the answer is {SHAPES}"
+            "approval: a run at the thread's head with command.resume and nothing else; "
+            f"the answer is {SHAPES}"
         )
     second_approval_answer(command["resume"])
 
@@ -126,8 +134,10 @@ class SecondApprover:
             outcome = self.rt.executor.approve_as_second(approver, proposal.proposal_id).outcome
             message = _message(call, outcome)
         else:
-            declined = self.rt.service.decline_as_second(approver, proposal.proposal_id)
-            exc = proposal_error(ProposalStatus.DECLINED, declined.proposal_id, reason)
+            declined = self.rt.service.decline_as_second(
+                approver, proposal.proposal_id, reason=reason
+            )
+            exc = proposal_error(declined.status, declined.proposal_id, declined.decision_reason)
             message = tool_error(call["id"], call["name"], exc or InvalidDecision())
         message.artifact = BY_SECOND_APPROVER
         return message

@@ -40,6 +40,11 @@ AUDIT_SQL = (
     "SELECT a.event, a.status, a.user_id, a.approver, a.error_code FROM writegate.audit a "
     "JOIN writegate.proposals p USING (proposal_id) WHERE p.thread_id = %s ORDER BY a.audit_id"
 )
+SAID_SQL = (
+    "SELECT a.result->>'person_said' AS person_said FROM writegate.audit a JOIN "
+    "writegate.proposals p USING (proposal_id) "
+    "WHERE p.thread_id = %s AND a.event = 'second_decline'"
+)
 # What Agent Inbox searches: interrupted threads of the inbox's graph.
 INBOX_SEARCH: Any = {"status": "interrupted", "metadata": {"graph_id": "writegate"}, "limit": 100}
 ACCEPT = [{"type": "accept", "args": None}]
@@ -133,10 +138,14 @@ def test_a_second_approver_answers_from_agent_inbox(served: tuple[str, str]) -> 
     # nothing on a thread that waits for its requester; each refused before it runs.
     edit = [{"type": "edit", "args": {"action": "refund_order", "args": {"amount_minor": "1"}}}]
     message: Any = {"messages": [{"role": "user", "content": "refund it twice"}]}
+    head = requester.threads.get_state(approved)["checkpoint"]["checkpoint_id"]
     refused = [
         lambda: approver.runs.create(approved, "writegate", command={"resume": edit}),
         lambda: approver.runs.create(approved, "writegate", input=message),
         lambda: approver.threads.update_state(approved, None, as_node="__end__"),
+        lambda: approver.runs.create(
+            approved, "writegate", command={"resume": ACCEPT}, checkpoint_id=head
+        ),
         lambda: approver.runs.create(unconfirmed, "writegate", command={"resume": ACCEPT}),
     ]
     for attempt in refused:
@@ -168,6 +177,9 @@ def test_a_second_approver_answers_from_agent_inbox(served: tuple[str, str]) -> 
     assert statuses(declined) == ["declined"] and refunds("ord_8001") == []
     rows = [tuple(r.values()) for r in _rows(url, AUDIT_SQL, declined)]
     assert rows[-1] == ("second_decline", "declined", "approver_1", "approver_1", None)
+    [said] = _rows(url, SAID_SQL, declined)
+    assert said["person_said"] == REASON
     last = requester.threads.get_state(declined)["values"]["messages"][-1]
     assert last["type"] == "tool" and json.loads(last["content"])["code"] == "declined"
+    assert REASON in last["content"]  # the requester's model reads the approver's words
     assert _listed(approver) == set()

@@ -27,7 +27,7 @@ WRITEGATE = [
     "ScopeOf", "ServerUserFields", "StateChanged", "TemporarilyUnavailable", "ToolPreview",
     "Unprotected", "UpstreamTimeout", "ValidationFailed", "WriteToolOptions", "Writegate",
     "WritegateError", "__version__", "error_for_code", "read_tool", "resume_requester",
-    "write_tool",
+    "second_approval_run", "write_tool",
 ]  # fmt: skip
 TESTING = [
     "Fault", "FaultHook", "Outcome", "ReadScenario", "Report", "Scenario", "ScenarioResult",
