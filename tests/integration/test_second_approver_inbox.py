@@ -183,3 +183,10 @@ def test_a_second_approver_answers_from_agent_inbox(served: tuple[str, str]) -> 
     assert last["type"] == "tool" and json.loads(last["content"])["code"] == "declined"
     assert REASON in last["content"]  # the requester's model reads the approver's words
     assert _listed(approver) == set()
+
+    # The requester's next message: the model reads the receipt; nothing runs again.
+    more: Any = {"messages": [{"role": "user", "content": "thanks, is it done?"}]}
+    requester.runs.wait(approved, "writegate", input=more)
+    messages = requester.threads.get_state(approved)["values"]["messages"]
+    assert messages[-1]["type"] == "ai" and messages[-1]["content"]
+    assert refunds("ord_8000") == [800000] and statuses(approved) == ["executed"]
