@@ -104,6 +104,21 @@ async def own_threads_only(ctx: Auth.types.AuthContext, value: Any) -> Auth.type
     return owner
 
 
+@auth.on.threads.create
+async def create_own_threads(
+    ctx: Auth.types.AuthContext, value: Auth.types.ThreadsCreate
+) -> Auth.types.FilterType:
+    """A new thread is one's own. LangGraph Server copies a thread (`threads.copy`) on a
+    read check alone, keeping the original's owner, and asks for the copy's creation
+    with its new id and no metadata: refused to an approver while threads that are not
+    theirs wait for them, so reading one never lets them make a thread in its owner's name."""
+    if "metadata" not in value and await _awaiting_me(ctx):
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail="an approver copies no thread while approvals wait for them"
+        )
+    return await own_threads_only(ctx, value)
+
+
 @auth.on.threads.read
 @auth.on.threads.search
 async def own_threads_or_awaiting_my_approval(

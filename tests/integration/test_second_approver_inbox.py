@@ -134,8 +134,9 @@ def test_a_second_approver_answers_from_agent_inbox(served: tuple[str, str]) -> 
     assert again["error"]["code"] == "self_approval" and again["awaiting"]
     assert statuses(approved) == ["awaiting_second_approval"] and refunds("ord_8000") == []
 
-    # The approver may answer, nothing else: no message, no edit, no state update, and
-    # nothing on a thread that waits for its requester; each refused before it runs.
+    # The approver may answer, nothing else: no message, no edit, no state update, no
+    # copy, not at another checkpoint, and nothing on a thread that waits for its
+    # requester; each refused before it runs.
     edit = [{"type": "edit", "args": {"action": "refund_order", "args": {"amount_minor": "1"}}}]
     message: Any = {"messages": [{"role": "user", "content": "refund it twice"}]}
     head = requester.threads.get_state(approved)["checkpoint"]["checkpoint_id"]
@@ -143,6 +144,7 @@ def test_a_second_approver_answers_from_agent_inbox(served: tuple[str, str]) -> 
         lambda: approver.runs.create(approved, "writegate", command={"resume": edit}),
         lambda: approver.runs.create(approved, "writegate", input=message),
         lambda: approver.threads.update_state(approved, None, as_node="__end__"),
+        lambda: approver.threads.copy(approved),
         lambda: approver.runs.create(
             approved, "writegate", command={"resume": ACCEPT}, checkpoint_id=head
         ),
