@@ -79,15 +79,16 @@ def _identity(ctx: Auth.types.AuthContext) -> Identity:
     return Identity(user_id=owner["owner"], tenant_id=owner["owner_tenant"], roles=roles)
 
 
-async def _awaiting_me(ctx: Auth.types.AuthContext) -> set[str]:
+async def _awaiting_me(ctx: Auth.types.AuthContext) -> dict[str, str]:
     """The threads whose question waits for this user's second approval: for an approver,
     their tenant's proposals the requester confirmed, never their own (the ledger's
-    queue, `Writegate.awaiting_second_approval`); for anyone else, none."""
+    queue, `Writegate.awaiting_second_approval`), each with the proposal that waits;
+    for anyone else, none."""
     who = _identity(ctx)
     if "approver" not in who.roles or not who.tenant_id:
-        return set()
+        return {}
     page = await asyncio.to_thread(lambda: _writegate().awaiting_second_approval(who, limit=100))
-    return {view.thread_id for view in page.items if view.thread_id}
+    return {view.thread_id: view.proposal_id for view in page.items if view.thread_id}
 
 
 @auth.on.threads
@@ -143,10 +144,11 @@ async def run_own_threads_or_answer_my_approval(
     owner = _owner(ctx)
     thread_id = str(value.get("thread_id") or "")
     value.setdefault("metadata", {}).update({**owner, "thread_id": thread_id})  # a new thread's
-    if not thread_id or thread_id not in await _awaiting_me(ctx):
+    waiting = (await _awaiting_me(ctx)).get(thread_id) if thread_id else None
+    if waiting is None:
         return owner
     try:
-        second_approval_run(dict(value.get("kwargs") or {}))
+        second_approval_run(dict(value.get("kwargs") or {}), waiting)
     except WritegateError as refused:  # before anything runs: a structured 403
         raise Auth.exceptions.HTTPException(403, detail=json.dumps(refused.to_dict())) from None
     return {"owner_tenant": owner["owner_tenant"], "thread_id": thread_id}

@@ -33,6 +33,7 @@ from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
 from langgraph.types import interrupt
 
 from writegate.approval.conversation import AWAITING_SECOND_NOTE
+from writegate.approval.decisions import Confirm, Decline, parse_decision
 from writegate.approval.errors import InvalidDecision, WritegateError
 from writegate.approval.models import Identity, Proposal, Receipt
 from writegate.approval.outcomes import proposal_error
@@ -45,49 +46,29 @@ from writegate.runtime.wiring import Runtime
 
 # The artifact of a ToolMessage a second approver's answer wrote: the run ends there.
 BY_SECOND_APPROVER = {"answered_by": "second_approver"}
-SHAPES = (
-    'accept ([{"type": "accept", "args": null}], {"decisions": [{"type": "approve"}]} or '
-    '{"action": "confirm"}) or decline ([{"type": "response", "args": "reason"}], '
-    '{"decisions": [{"type": "reject", "message": "reason"}]} or {"action": "decline"})'
-)
 
 
-def second_approval_answer(answer: Any, proposal_id: str | None = None) -> tuple[bool, str | None]:
-    """A second approver's answer as (approve, their reason); `InvalidDecision` naming
-    the accepted shapes for anything else (an edit, a cancel, two answers, another
-    proposal's id). Their answer decides, it never changes the request."""
-    approve: bool | None = None
-    reason: Any = None
-    if isinstance(answer, list) and len(answer) == 1 and isinstance(answer[0], dict):
-        kind, args = answer[0].get("type"), answer[0].get("args")
-        if kind == "accept" and (args is None or isinstance(args, dict)):
-            approve = True
-        elif kind == "response" and isinstance(args, str) and args.strip():
-            approve, reason = False, args
-    elif isinstance(answer, dict) and set(answer) == {"decisions"}:
-        decisions = answer["decisions"]
-        if isinstance(decisions, list) and len(decisions) == 1 and isinstance(decisions[0], dict):
-            kind = decisions[0].get("type")
-            approve = True if kind == "approve" else False if kind == "reject" else None
-            reason = decisions[0].get("message")
-    elif isinstance(answer, dict) and answer.get("action") in ("confirm", "decline"):
-        named = answer.get("proposal_id")
-        if named is None or named == proposal_id or proposal_id is None:
-            approve, reason = answer["action"] == "confirm", answer.get("reason")
-    if approve is None:
+def second_decision(answer: Any, proposal_id: str) -> Confirm | Decline:
+    """A second approver's answer to `proposal_id`'s question, read as every answer is
+    (`parse_decision`: Agent Inbox's accept or response, LangChain's approve or reject,
+    writegate's confirm or decline); `InvalidDecision` for anything else: an edit or a
+    cancel is the requester's, never the approver's."""
+    decision = parse_decision(answer, asked_proposal_id=proposal_id, presented=lambda: True)
+    if not isinstance(decision, Confirm | Decline):
         raise InvalidDecision(
-            f"a second approver approves or declines the waiting request: {SHAPES}",
+            "a second approver approves or declines the request as it was confirmed: "
+            "accept, or respond with a reason",
             proposal_id=proposal_id,
         )
-    return approve, reason if isinstance(reason, str) and reason.strip() else None
+    return decision
 
 
-def second_approval_run(run: dict[str, Any]) -> None:
+def second_approval_run(run: dict[str, Any], proposal_id: str) -> None:
     """Refuse (`InvalidDecision`) a run on someone else's thread that is anything but
-    a second approver's answer: `command={"resume": answer}` at the thread's head, no
-    input, no goto or update, no webhook or breakpoints. `run`: LangGraph Server's run
-    (an auth handler's `create_run` value's `kwargs`, `examples/server_auth.py`): the
-    approver answers there and does nothing else."""
+    a second approver's answer to `proposal_id`: `command={"resume": answer}` at the
+    thread's head, no input, no goto or update, no webhook or breakpoints. `run`:
+    LangGraph Server's run (an auth handler's `create_run` value's `kwargs`,
+    `examples/server_auth.py`): the approver answers there and does nothing else."""
     command = run.get("command")
     configurable = (run.get("config") or {}).get("configurable") or {}
     extras = ("input", "webhook", "interrupt_before", "interrupt_after")
@@ -98,10 +79,10 @@ def second_approval_run(run: dict[str, Any]) -> None:
     ):
         raise InvalidDecision(
             "on a thread that is not yours, a second approver only answers its waiting "
-            "approval: a run at the thread's head with command.resume and nothing else; "
-            f"the answer is {SHAPES}"
+            "approval: a run at the thread's head with command.resume and nothing else",
+            proposal_id=proposal_id,
         )
-    second_approval_answer(command["resume"])
+    second_decision(command["resume"], proposal_id)
 
 
 class SecondApprover:
@@ -128,14 +109,13 @@ class SecondApprover:
             return None
         request = approval_request(proposal, None)
         request["awaiting"] = dict(AWAITING_SECOND_NOTE)
-        answer = _their_answer(config, request)
-        approve, reason = second_approval_answer(answer, proposal.proposal_id)
-        if approve:
+        decision = second_decision(_their_answer(config, request), proposal.proposal_id)
+        if isinstance(decision, Confirm):
             outcome = self.rt.executor.approve_as_second(approver, proposal.proposal_id).outcome
             message = _message(call, outcome)
         else:
             declined = self.rt.service.decline_as_second(
-                approver, proposal.proposal_id, reason=reason
+                approver, proposal.proposal_id, reason=decision.reason
             )
             exc = proposal_error(declined.status, declined.proposal_id, declined.decision_reason)
             message = tool_error(call["id"], call["name"], exc or InvalidDecision())
