@@ -14,7 +14,10 @@ tenant in its context or configurable, or adds roles or a trust level, is refuse
 The tokens below are demo tokens for the seeded demo users. In your deployment,
 replace `user_for_token` with your identity provider's check (verify a JWT's
 signature, audience and expiry, or look up a session) and return the same fields.
-Threads belong to the user who created them: nobody else lists, reads or runs them.
+Threads belong to the user who created them: nobody else lists, reads or runs them,
+but for one thing: an approver lists and reads a thread of their tenant while it waits
+for their second approval, and may answer that approval there, nothing else (see
+docs/agent-inbox.md, "A second approver in Agent Inbox").
 Deleting a thread cancels its waiting approvals (`Writegate.end_thread`).
 """
 
@@ -131,7 +134,9 @@ async def own_threads_or_awaiting_my_approval(
     waiting = sorted(await _awaiting_me(ctx))
     if not waiting:
         return owner
-    return {"$or": [owner, *({"thread_id": thread_id} for thread_id in waiting)]}
+    tenant = owner["owner_tenant"]
+    theirs = ({"owner_tenant": tenant, "thread_id": thread_id} for thread_id in waiting)
+    return {"$or": [owner, *theirs]}
 
 
 @auth.on.threads.create_run
