@@ -54,10 +54,16 @@ def _list(agent_inbox: str) -> str:
 def _open(page: Page, agent_inbox: str, order_id: str, thread_id: str, row: str = "") -> None:
     """The interrupted list shows `order_id`'s refund (its row opens with `row`, by
     default its title); then its card, at the address a click on the row sets (in this
-    build the row's click does not navigate headless)."""
-    page.goto(_list(agent_inbox))
-    expect(page.get_by_text(row or f"Refund order {order_id}")).to_have_count(1)
-    page.goto("about:blank")  # the list rewrites its own address: leave it first
+    build the row's click does not navigate headless). The list is read in a page of its
+    own, closed after: the list rewrites its own address, and a rewrite cut short turns
+    into a navigation of its page that would cut the card's load short."""
+    lister = page.context.new_page()
+    try:
+        lister.set_default_timeout(60_000)
+        lister.goto(_list(agent_inbox))
+        expect(lister.get_by_text(row or f"Refund order {order_id}")).to_have_count(1)
+    finally:
+        lister.close()
     page.goto(f"{_list(agent_inbox)}&view_state_thread_id={thread_id}")
     expect(page.get_by_text("Mark as Resolved")).to_be_visible()
 
