@@ -79,6 +79,9 @@ if TYPE_CHECKING:
         MigrationList,
         apply_migrations,
     )
+    from writegate.graph.second import (
+        second_approval_run,
+    )
     from writegate.graph.server_resume import (
         resume_requester,
     )
@@ -156,6 +159,7 @@ __all__ = [
     "format_minor",
     "read_tool",
     "resume_requester",
+    "second_approval_run",
     "write_tool",
 ]
 
@@ -219,6 +223,7 @@ _WHERE = {
     "format_minor": "writegate.approval.money",
     "read_tool": "writegate.tools.kit",
     "resume_requester": "writegate.graph.server_resume",
+    "second_approval_run": "writegate.graph.second",
     "write_tool": "writegate.tools.kit",
 }
 

@@ -32,6 +32,7 @@ from writegate.approval.decisions import Cancel, Confirm, Decline, Edit, parse_d
 from writegate.approval.errors import (
     Cancelled,
     ProposalNotPending,
+    SelfApproval,
     WritegateError,
     is_database_outage,
 )
@@ -167,6 +168,9 @@ class Conversation:
                 operation=proposal.operation,
             )
             outcome: Ran | Over | Ended | Proposal
+            if isinstance(decision, Confirm) and awaiting_second(proposal) and not replayed():
+                # Confirmed already; what is left is a second approver's, never theirs.
+                raise SelfApproval(proposal_id=proposal.proposal_id)
             if isinstance(decision, Confirm):
                 outcome = self._confirm(identity, decision, operation, replayed)
             else:

@@ -114,13 +114,15 @@ def approve_as_second(
     approve: bool = True,
     then: Then | None = None,
     runs_in: str | None = None,
+    reason: str | None = None,
 ) -> Proposal:
     """Approve (or decline) a proposal its requester confirmed; returns its new state.
 
     `then` runs in the approval's transaction, also for a proposal approved before
     whose write has not run: `Executor.approve_as_second` claims the write there, so
     an approval that commits has its execution claimed with it. `runs_in`: the process
-    that runs it, written into the approval's audit row."""
+    that runs it, written into the approval's audit row. `reason`: a decline's words,
+    audited as `person_said` and kept as the proposal's decision reason."""
     started = time.perf_counter()
     event = "second_approval" if approve else "second_decline"
     expired: WritegateError | None = None
@@ -176,10 +178,15 @@ def approve_as_second(
                     ProposalStatus.AWAITING_SECOND,
                     ProposalStatus.DECLINED,
                     decided_by=identity.user_id,
+                    reason=reason,
                 )
-                tx.insert_audit(_audit(identity, proposal, event, "declined", started))
+                said = {"person_said": reason} if reason else None
+                tx.insert_audit(_audit(identity, proposal, event, "declined", started, said))
                 return replace(
-                    proposal, status=ProposalStatus.DECLINED, decided_by=identity.user_id
+                    proposal,
+                    status=ProposalStatus.DECLINED,
+                    decided_by=identity.user_id,
+                    decision_reason=reason,
                 )
         assert expired is not None
         raise expired

@@ -667,8 +667,11 @@ class ApprovalService:
         `Executor.approve_as_second`, which also runs the write (`then`, see review)."""
         return review.approve_as_second(self, identity, proposal_id, then=then, runs_in=runs_in)
 
-    def decline_as_second(self, identity: Identity, proposal_id: str) -> Proposal:
-        return review.approve_as_second(self, identity, proposal_id, approve=False)
+    def decline_as_second(
+        self, identity: Identity, proposal_id: str, *, reason: str | None = None
+    ) -> Proposal:
+        """A different approver of the same tenant declines; `reason`, their words."""
+        return review.approve_as_second(self, identity, proposal_id, approve=False, reason=reason)
 
     def revoke(self, identity: Identity, proposal_id: str) -> Proposal:
         """Approver, admin or requester stops an approval that has not executed."""

@@ -18,7 +18,7 @@ from writegate.approval.canonical import to_rfc3339
 from writegate.approval.contract import ApprovalRequest, ErrorBody, PreviewView
 from writegate.approval.errors import UNSETTLED_CODES, WritegateError
 from writegate.approval.inert import inert_json
-from writegate.approval.models import Proposal, Receipt
+from writegate.approval.models import Proposal, ProposalStatus, Receipt
 
 INTERRUPT_KIND: Literal["writegate.approval"] = "writegate.approval"
 
@@ -173,12 +173,20 @@ def approval_request(proposal: Proposal, error: WritegateError | None = None) ->
             }
         ],
         "review_configs": [
-            {"action_name": proposal.operation, "allowed_decisions": ["approve", "edit", "reject"]}
+            {"action_name": proposal.operation, "allowed_decisions": _allowed(proposal)}
         ],
     }
     if error is not None:
         value["error"] = cast(ErrorBody, error.to_dict())
     return value
+
+
+def _allowed(proposal: Proposal) -> list[Literal["approve", "edit", "reject"]]:
+    """What a card offers: once the requester confirmed, what is left is a second
+    approver's approve or reject (the request no longer changes); else also edit."""
+    if proposal.status is ProposalStatus.AWAITING_SECOND:
+        return ["approve", "reject"]
+    return ["approve", "edit", "reject"]
 
 
 def without_refusal_field(answer: Any, args: dict[str, Any]) -> Any:

@@ -33,6 +33,7 @@ from writegate.approval.wire import approval_request, receipt_content, without_r
 from writegate.graph.identity import identity_of, thread_of
 from writegate.graph.messages import tool_error, tool_result
 from writegate.graph.resolve import RESOLVE, RESOLVED, resolved_by_command
+from writegate.graph.second import SecondApprover
 from writegate.runtime.wiring import Runtime
 
 
@@ -51,6 +52,7 @@ class ToolCallGate:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
         self.talk = Conversation(runtime.service, runtime.executor)
+        self.second = SecondApprover(runtime)
 
     def run(
         self, call: dict[str, Any], config: RunnableConfig, message_id: str | None = None
@@ -58,7 +60,14 @@ class ToolCallGate:
         """The call's ToolMessage: a receipt, or why nothing ran. `message_id`: the
         model message that made the call (with the call's id, the key of the call)."""
         state: WriteState = {"call": call, "message_id": message_id or ""}
-        update = self.propose(state, config)
+        try:
+            update = self.propose(state, config)
+        except ForeignCall:
+            # Not the run's user's call: a second approver's answer, or refused as before.
+            answered = self.second.answer(call, config)
+            if answered is None:
+                raise
+            return answered
         if not update.get("messages"):
             state.update(update)  # type: ignore[typeddict-item]
             update = self.approval(state, config)

@@ -44,6 +44,7 @@ from langgraph._internal._constants import (
 from langgraph.graph import END
 
 from writegate.approval.wire import INTERRUPT_KIND
+from writegate.graph.second import BY_SECOND_APPROVER
 
 # The answer each pending question gets; the branch marks its ToolMessage with RESOLVED.
 RESOLVE = {"type": "writegate.resolve"}
@@ -115,10 +116,12 @@ def waited(writes: Sequence[Any], tool_call_id: str) -> bool:
 
 
 def ends_turn(messages: Sequence[AnyMessage]) -> bool:
-    """Whether the newest tool results include a question the person marked resolved."""
+    """Whether the newest tool results include a question the person marked resolved,
+    or one a second approver answered on the requester's thread (`graph/second.py`):
+    no model turn runs in such a run."""
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):
             return False
-        if message.artifact == RESOLVED:
+        if message.artifact in (RESOLVED, BY_SECOND_APPROVER):
             return True
     return False

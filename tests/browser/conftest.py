@@ -31,7 +31,7 @@ AUDIT_SQL = (
 )
 ORDER_SQL = (
     "INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor) "
-    "VALUES (%s, 'tenant_hz', 'user_42', 'CNY', 19900)"
+    "VALUES (%s, 'tenant_hz', 'user_42', 'CNY', %s)"
 )
 WAIT_S = 60.0
 
@@ -93,11 +93,12 @@ class Ledger:
         with psycopg.connect(self.url, row_factory=dict_row) as conn:
             return conn.execute(sql, params).fetchall()
 
-    def new_order(self, name: str) -> str:
-        """A fresh ¥199.00 order of user_42's, so each path counts its own refunds."""
+    def new_order(self, name: str, payable_minor: int = 19900) -> str:
+        """A fresh order of user_42's (¥199.00 unless said), so each path counts its own
+        refunds."""
         order_id = f"ord_{name}{int(time.time() * 1000) % 10**8}"
         with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(ORDER_SQL, (order_id,))
+            conn.execute(ORDER_SQL, (order_id, payable_minor))
         return order_id
 
     def ask(self, order_id: str) -> str:
@@ -109,6 +110,26 @@ class Ledger:
         [question] = self.client.threads.get_state(thread_id)["interrupts"]
         assert question["value"]["args"]["order_id"] == order_id
         return thread_id
+
+    def confirm(self, thread_id: str) -> None:
+        """The requester confirms the waiting refund, re-typing its amount: above the
+        second-approver threshold it then waits for an approver."""
+        [question] = self.client.threads.get_state(thread_id)["interrupts"]
+        asked = question["value"]
+        shown = {f["name"]: f["display"] for f in asked["preview"]["fields"]}["amount_minor"]
+        answer = {"action": "confirm", "proposal_id": asked["proposal_id"], "retyped": shown}
+        self.client.runs.wait(thread_id, "writegate", command={"resume": answer})
+        [question] = self.client.threads.get_state(thread_id)["interrupts"]
+        assert question["value"]["awaiting"]["what"] == "second_approval"
+
+    def audits(self, thread_id: str) -> list[tuple[Any, ...]]:
+        """Every audit row of the thread's proposals: (event, status, user_id, approver)."""
+        sql = (
+            "SELECT a.event, a.status, a.user_id, a.approver FROM writegate.audit a "
+            "JOIN writegate.proposals p USING (proposal_id) WHERE p.thread_id = %s "
+            "ORDER BY a.audit_id"
+        )
+        return [tuple(r.values()) for r in self.rows(sql, thread_id)]
 
     def messages(self, thread_id: str) -> list[dict[str, Any]]:
         values: Any = self.client.threads.get_state(thread_id)["values"]

@@ -22,6 +22,8 @@ from writegate import Writegate
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the first run builds the UI
 
 REASON = "Wrong order: the customer meant another one"
+APPROVER = "demo-approver"  # examples/server_auth.py: approver_1 of tenant_hz, the role
+LARGE = 800000  # ¥8000.00: above the shipped policy's second-approver threshold
 INBOX = {"id": "writegate", "graphId": "writegate", "name": "writegate", "selected": True}
 
 
@@ -30,13 +32,14 @@ def person(browser: Browser, ledger: Ledger) -> Iterator[Page]:
     yield from _signed_in(browser, ledger)
 
 
-def _signed_in(browser: Browser, ledger: Ledger) -> Iterator[Page]:
-    """A person's own browser, with the inbox added in its settings (kept in localStorage)."""
+def _signed_in(browser: Browser, ledger: Ledger, token: str = TOKEN) -> Iterator[Page]:
+    """A person's own browser, with the inbox added in its settings (kept in
+    localStorage), signed in with `token` (by default the requester's)."""
     inboxes = [{**INBOX, "deploymentUrl": ledger.base_url, "createdAt": "2026-01-01T00:00:00Z"}]
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
     context.add_init_script(
         f"localStorage.setItem('inbox:agent_inboxes', {json.dumps(json.dumps(inboxes))});"
-        f"localStorage.setItem('inbox:langchain_api_key', {json.dumps(TOKEN)});"
+        f"localStorage.setItem('inbox:langchain_api_key', {json.dumps(token)});"
     )
     page = context.new_page()
     page.set_default_timeout(60_000)
@@ -51,10 +54,16 @@ def _list(agent_inbox: str) -> str:
 def _open(page: Page, agent_inbox: str, order_id: str, thread_id: str, row: str = "") -> None:
     """The interrupted list shows `order_id`'s refund (its row opens with `row`, by
     default its title); then its card, at the address a click on the row sets (in this
-    build the row's click does not navigate headless)."""
-    page.goto(_list(agent_inbox))
-    expect(page.get_by_text(row or f"Refund order {order_id}")).to_have_count(1)
-    page.goto("about:blank")  # the list rewrites its own address: leave it first
+    build the row's click does not navigate headless). The list is read in a page of its
+    own, closed after: the list rewrites its own address, and a rewrite cut short turns
+    into a navigation of its page that would cut the card's load short."""
+    lister = page.context.new_page()
+    try:
+        lister.set_default_timeout(60_000)
+        lister.goto(_list(agent_inbox))
+        expect(lister.get_by_text(row or f"Refund order {order_id}")).to_have_count(1)
+    finally:
+        lister.close()
     page.goto(f"{_list(agent_inbox)}&view_state_thread_id={thread_id}")
     expect(page.get_by_text("Mark as Resolved")).to_be_visible()
 
@@ -179,3 +188,48 @@ def test_a_refused_edit_is_in_sight_then_accept_runs_what_it_names(
     assert ledger.refunds(order_id) == [19900]
     row = ledger.audit(thread_id)
     assert (row["event"], row["status"], row["user_id"]) == ("execute", "succeeded", "user_42")
+
+
+@pytest.fixture
+def approver(browser: Browser, ledger: Ledger) -> Iterator[Page]:
+    yield from _signed_in(browser, ledger, APPROVER)
+
+
+def test_a_second_approver_accepts_from_their_own_inbox(
+    approver: Page, agent_inbox: str, ledger: Ledger
+) -> None:
+    """The requester confirms a large refund; the approver, signed in as themselves,
+    finds it in their inbox and accepts: it runs once, on their approval."""
+    order_id = ledger.new_order("sec", LARGE)
+    thread_id = ledger.ask(order_id)
+    ledger.confirm(thread_id)
+    assert ledger.refunds(order_id) == []
+    _open(approver, agent_inbox, order_id, thread_id)
+    approver.get_by_role("button", name="Accept", exact=True).click()
+    assert ledger.settled(thread_id, runs=3) == ["executed"]
+    assert ledger.refunds(order_id) == [LARGE]
+    rows = ledger.audits(thread_id)
+    assert ("second_approval", "confirmed", "approver_1", "approver_1") in rows
+    assert rows[-1] == ("execute", "succeeded", "user_42", "approver_1")
+    last = ledger.messages(thread_id)[-1]  # the requester's thread holds the receipt
+    assert last["type"] == "tool" and json.loads(last["content"])["status"] == "succeeded"
+    approver.goto(_list(agent_inbox))  # answered: it left the approver's inbox
+    expect(approver.get_by_text(f"Refund order {order_id}")).to_have_count(0)
+
+
+def test_a_second_approver_declines_from_their_own_inbox(
+    approver: Page, agent_inbox: str, ledger: Ledger
+) -> None:
+    order_id = ledger.new_order("sdc", LARGE)
+    thread_id = ledger.ask(order_id)
+    ledger.confirm(thread_id)
+    _open(approver, agent_inbox, order_id, thread_id)
+    approver.get_by_placeholder("Your response here...").fill(REASON)
+    approver.get_by_role("button", name="Send Response").click()
+    assert ledger.settled(thread_id, runs=3) == ["declined"]
+    assert ledger.refunds(order_id) == []
+    declined = ("second_decline", "declined", "approver_1", "approver_1")
+    assert ledger.audits(thread_id)[-1] == declined
+    assert ledger.audit(thread_id)["result"]["person_said"] == REASON
+    last = ledger.messages(thread_id)[-1]  # the requester's thread says so, with the words
+    assert last["type"] == "tool" and REASON in last["content"]
