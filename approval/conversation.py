@@ -14,7 +14,10 @@ does to the question is decided here, once:
 - the edit replay: an adapter that re-runs from the top (LangGraph re-runs a node on
   resume) replays each answer in order, and an edit already made is found, not made
   twice;
-- a question left unanswered (`Conversation.resolve`): the latest edit is cancelled.
+- a question left unanswered (`Conversation.resolve`): the latest edit is cancelled;
+- a second approver's answer (`Conversation.answer_as_second`): an approval runs the
+  write once, a decline ends it with their words; an edit or a cancel is the
+  requester's, never theirs.
 
 An adapter keeps only its plumbing: how it asks (an interrupt, an elicitation, a
 deferred call), how it knows a question reached a person (`presented`) or an answer
@@ -31,6 +34,7 @@ from typing import Any
 from writegate.approval.decisions import Cancel, Confirm, Decline, Edit, parse_decision
 from writegate.approval.errors import (
     Cancelled,
+    InvalidDecision,
     ProposalNotPending,
     SelfApproval,
     WritegateError,
@@ -70,6 +74,21 @@ def approved_by_second(proposal: Proposal) -> bool:
 def ends_question(exc: WritegateError) -> bool:
     """Whether a refused answer ends the question (else it is asked again, with why)."""
     return exc.code in FINAL_CODES
+
+
+def second_decision(answer: Any, proposal_id: str) -> Confirm | Decline:
+    """A second approver's answer to `proposal_id`'s question, read as every answer is
+    (`parse_decision`: Agent Inbox's accept or response, LangChain's approve or reject,
+    writegate's confirm or decline); `InvalidDecision` for anything else: an edit or a
+    cancel is the requester's, never the approver's."""
+    decision = parse_decision(answer, asked_proposal_id=proposal_id, presented=lambda: True)
+    if not isinstance(decision, Confirm | Decline):
+        raise InvalidDecision(
+            "a second approver approves or declines the request as it was confirmed: "
+            "accept, or respond with a reason",
+            proposal_id=proposal_id,
+        )
+    return decision
 
 
 def latest(get: Callable[[str], Proposal], proposal: Proposal) -> Proposal:
@@ -236,6 +255,19 @@ class Conversation:
         outcome = self.service.decide(identity, decision)
         assert not isinstance(outcome, Confirmation)  # a confirm goes to the executor
         return outcome
+
+    def answer_as_second(self, approver: Identity, proposal: Proposal, answer: Any) -> Ran | Over:
+        """A second approver's answer to the question `proposal` waits on: an approval
+        runs the write, once (`Executor.approve_as_second`), a decline ends it with their
+        words. Anything else raises `InvalidDecision` and decides nothing."""
+        decision = second_decision(answer, proposal.proposal_id)
+        if isinstance(decision, Confirm):
+            outcome = self.executor.approve_as_second(approver, proposal.proposal_id).outcome
+            return Ran(outcome) if isinstance(outcome, Receipt) else Over(outcome)
+        declined = self.service.decline_as_second(
+            approver, proposal.proposal_id, reason=decision.reason
+        )
+        return _over(declined)
 
     def resolve(self, identity: Identity, proposal: Proposal, why: str) -> Over:
         """The person left the question without deciding: cancel its proposal (the

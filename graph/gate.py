@@ -52,7 +52,7 @@ class ToolCallGate:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
         self.talk = Conversation(runtime.service, runtime.executor)
-        self.second = SecondApprover(runtime)
+        self.second = SecondApprover(runtime, self.talk)
 
     def run(
         self, call: dict[str, Any], config: RunnableConfig, message_id: str | None = None

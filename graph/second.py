@@ -32,11 +32,16 @@ from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
 from langgraph.types import interrupt
 
-from writegate.approval.conversation import AWAITING_SECOND_NOTE
-from writegate.approval.decisions import Confirm, Decline, parse_decision
-from writegate.approval.errors import InvalidDecision, WritegateError
-from writegate.approval.models import Identity, Proposal, Receipt
-from writegate.approval.outcomes import proposal_error
+from writegate.approval.conversation import (
+    AWAITING_SECOND_NOTE,
+    Ask,
+    Conversation,
+    Ran,
+    Step,
+    second_decision,
+)
+from writegate.approval.errors import InvalidDecision
+from writegate.approval.models import Identity, Proposal
 from writegate.approval.review import APPROVER_ROLE
 from writegate.approval.views import PageArgs
 from writegate.approval.wire import approval_request, receipt_content
@@ -46,21 +51,6 @@ from writegate.runtime.wiring import Runtime
 
 # The artifact of a ToolMessage a second approver's answer wrote: the run ends there.
 BY_SECOND_APPROVER = {"answered_by": "second_approver"}
-
-
-def second_decision(answer: Any, proposal_id: str) -> Confirm | Decline:
-    """A second approver's answer to `proposal_id`'s question, read as every answer is
-    (`parse_decision`: Agent Inbox's accept or response, LangChain's approve or reject,
-    writegate's confirm or decline); `InvalidDecision` for anything else: an edit or a
-    cancel is the requester's, never the approver's."""
-    decision = parse_decision(answer, asked_proposal_id=proposal_id, presented=lambda: True)
-    if not isinstance(decision, Confirm | Decline):
-        raise InvalidDecision(
-            "a second approver approves or declines the request as it was confirmed: "
-            "accept, or respond with a reason",
-            proposal_id=proposal_id,
-        )
-    return decision
 
 
 def second_approval_run(run: dict[str, Any], proposal_id: str) -> None:
@@ -88,8 +78,9 @@ def second_approval_run(run: dict[str, Any], proposal_id: str) -> None:
 class SecondApprover:
     """The gate's way for a second approver's answer (see the module docstring)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, talk: Conversation) -> None:
         self.rt = runtime
+        self.talk = talk
 
     def waiting(self, approver: Identity, thread_id: str, tool_call_id: str) -> Proposal | None:
         """The proposal of this call that waits for `approver`, or None: not an approver,
@@ -109,16 +100,9 @@ class SecondApprover:
             return None
         request = approval_request(proposal, None)
         request["awaiting"] = dict(AWAITING_SECOND_NOTE)
-        decision = second_decision(_their_answer(config, request), proposal.proposal_id)
-        if isinstance(decision, Confirm):
-            outcome = self.rt.executor.approve_as_second(approver, proposal.proposal_id).outcome
-            message = _message(call, outcome)
-        else:
-            declined = self.rt.service.decline_as_second(
-                approver, proposal.proposal_id, reason=decision.reason
-            )
-            exc = proposal_error(declined.status, declined.proposal_id, declined.decision_reason)
-            message = tool_error(call["id"], call["name"], exc or InvalidDecision())
+        message = _message(
+            call, self.talk.answer_as_second(approver, proposal, _their_answer(config, request))
+        )
         message.artifact = BY_SECOND_APPROVER
         return message
 
@@ -132,7 +116,8 @@ def _their_answer(config: RunnableConfig, request: Any) -> Any:
     return interrupt(request)  # none brought: the same question stands
 
 
-def _message(call: dict[str, Any], outcome: Receipt | WritegateError) -> ToolMessage:
-    if isinstance(outcome, Receipt):
-        return tool_result(call["id"], call["name"], receipt_content(outcome))
-    return tool_error(call["id"], call["name"], outcome)
+def _message(call: dict[str, Any], step: Step) -> ToolMessage:
+    if isinstance(step, Ran):
+        return tool_result(call["id"], call["name"], receipt_content(step.receipt))
+    assert not isinstance(step, Ask)  # a second approver's answer ends the question
+    return tool_error(call["id"], call["name"], step.error)

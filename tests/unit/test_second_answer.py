@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from writegate import second_approval_run
+from writegate.approval.conversation import second_decision
 from writegate.approval.decisions import Confirm, Decline
 from writegate.approval.errors import InvalidDecision
-from writegate.graph.second import second_decision
 
 PID = "prp_1"
 
