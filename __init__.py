@@ -75,10 +75,13 @@ if TYPE_CHECKING:
         AuditRow,
         ProposalView,
     )
+    from writegate.checkpoints.database import resolve_database_url
     from writegate.checkpoints.migrate import (
         MigrationList,
         apply_migrations,
     )
+    from writegate.checkpoints.pool import Pool, open_pool
+    from writegate.checkpoints.schema import setup_database
     from writegate.graph.server_resume import (
         resume_requester,
     )
@@ -127,6 +130,7 @@ __all__ = [
     "MissingIdentity",
     "NotFound",
     "Policy",
+    "Pool",
     "PreviewField",
     "PreviewFieldView",
     "PreviewView",
@@ -154,8 +158,11 @@ __all__ = [
     "describe_currency",
     "error_for_code",
     "format_minor",
+    "open_pool",
     "read_tool",
+    "resolve_database_url",
     "resume_requester",
+    "setup_database",
     "write_tool",
 ]
 
@@ -191,6 +198,7 @@ _WHERE = {
     "MissingIdentity": "writegate.approval.errors",
     "NotFound": "writegate.approval.errors",
     "Policy": "writegate.approval.policy",
+    "Pool": "writegate.checkpoints.pool",
     "PreviewField": "writegate.tools.kit_spec",
     "PreviewFieldView": "writegate.approval.contract",
     "PreviewView": "writegate.approval.contract",
@@ -217,8 +225,11 @@ _WHERE = {
     "describe_currency": "writegate.approval.money",
     "error_for_code": "writegate.approval.errors",
     "format_minor": "writegate.approval.money",
+    "open_pool": "writegate.checkpoints.pool",
     "read_tool": "writegate.tools.kit",
+    "resolve_database_url": "writegate.checkpoints.database",
     "resume_requester": "writegate.graph.server_resume",
+    "setup_database": "writegate.checkpoints.schema",
     "write_tool": "writegate.tools.kit",
 }
 

@@ -26,8 +26,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from writegate.checkpoints.database import resolve_database_url
-from writegate.checkpoints.schema import setup_database
+from writegate import resolve_database_url, setup_database
 from writegate.demo.domain import default_registry
 from writegate.demo.prompt import DEMO_PROMPT
 from writegate.demo.runtime import open_demo
