@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from writegate.runtime.wiring import ServerUserFields
     from writegate.runtime.writegate import (
         Writegate,
+        server_agent,
     )
     from writegate.tools.kit import (
         GuardedTool,
@@ -162,6 +163,7 @@ __all__ = [
     "read_tool",
     "resolve_database_url",
     "resume_requester",
+    "server_agent",
     "setup_database",
     "write_tool",
 ]
@@ -229,6 +231,7 @@ _WHERE = {
     "read_tool": "writegate.tools.kit",
     "resolve_database_url": "writegate.checkpoints.database",
     "resume_requester": "writegate.graph.server_resume",
+    "server_agent": "writegate.runtime.writegate",
     "setup_database": "writegate.checkpoints.schema",
     "write_tool": "writegate.tools.kit",
 }

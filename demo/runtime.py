@@ -86,6 +86,26 @@ def open_demo(
     policy is the demo's own (`demo/policy.toml`) unless one is given. The pool is opened
     here because the simulated provider shares it (`pool`: one already open on `url`,
     the bench's counting pool)."""
+    wg, provider = _open(url, setup, provider, max_connections, pool, options)
+    given = {f.name: getattr(wg.runtime, f.name) for f in fields(Runtime)}
+    return DemoRuntime(**{**given, "system_prompt": DEMO_PROMPT}, provider=provider)
+
+
+def open_demo_writegate(url: str | None = None) -> Writegate:
+    """The demo opened as `open_demo(url)` opens it, as the `Writegate` over its tools
+    (the Studio entry's, `demo/studio.py`)."""
+    wg, _ = _open(url, True, None, 10, None, {})
+    return wg
+
+
+def _open(
+    url: str | None,
+    setup: bool,
+    provider: ProviderClient | None,
+    max_connections: int,
+    pool: Pool | None,
+    options: dict[str, Any],
+) -> tuple[Writegate, ProviderClient]:
     if options.get("policy") is None:
         options["policy"] = demo_policy()  # before the database: a bad file stops here
     url = url or resolve_database_url()
@@ -95,5 +115,4 @@ def open_demo(
     provider = provider or default_provider(pool)
     options.setdefault("retry", retry_from_env())
     wg = Writegate.open(url, tools=domain_tools(provider), setup=False, pool=pool, **options)
-    given = {f.name: getattr(wg.runtime, f.name) for f in fields(Runtime)}
-    return DemoRuntime(**{**given, "system_prompt": DEMO_PROMPT}, provider=provider)
+    return wg, provider

@@ -14,7 +14,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # (module, name) the demo imports from below the public face, today.
 BELOW_THE_FACE = {
-    ("writegate.graph.build", "build_graph"),
     ("writegate.graph.model", "build_chat_model"),
     ("writegate.runtime.wiring", "Runtime"),
     ("writegate.tools.registry", "Registry"),

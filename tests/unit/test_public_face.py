@@ -29,7 +29,7 @@ WRITEGATE = [
     "WritegateError", "__version__", "error_for_code", "read_tool", "resume_requester",
     "write_tool",
     "describe_currency", "format_minor", "MigrationList", "apply_migrations",
-    "resolve_database_url", "setup_database", "Pool", "open_pool",
+    "resolve_database_url", "setup_database", "Pool", "open_pool", "server_agent",
 ]  # fmt: skip
 TESTING = [
     "Fault", "FaultHook", "Outcome", "ReadScenario", "Report", "Scenario", "ScenarioResult",
