@@ -29,9 +29,10 @@ ALLOWED: dict[str, set[str]] = {
     # The ways in. An application they serve is handed to them as a value, never imported.
     "surfaces": {"approval", "tools", "checkpoints", "runtime", "graph"},
     # The demo application, on the public face (`writegate`). Still reaches below it for
-    # its runtime, its pool and the Studio graph (tests/unit/test_demo_face.py pins each
-    # name); never approval's internals, never the surfaces.
-    "demo": {"tools", "checkpoints", "runtime", "graph"},
+    # its runtime (a `Runtime` with its provider), its tools' registry and the model
+    # (tests/unit/test_demo_face.py pins each name); never approval's or the
+    # checkpoints' internals, never the surfaces.
+    "demo": {"tools", "runtime", "graph"},
     # The `writegate` command composed: the surfaces' commands and the demo's own.
     "console": {"approval", "tools", "checkpoints", "runtime", "graph", "surfaces", "demo"},
     "bench": {
