@@ -27,7 +27,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from writegate import resolve_database_url, server_agent, setup_database
-from writegate.demo.domain import default_registry
+from writegate.demo.domain import domain_tools
 from writegate.demo.prompt import DEMO_PROMPT
 from writegate.demo.runtime import open_demo_writegate
 from writegate.graph.model import build_chat_model
@@ -48,7 +48,7 @@ class _SchemaOnlyProvider:
 
 def tool_specs() -> list[dict[str, Any]]:
     """The OpenAI tool specs; they do not depend on the provider or the database."""
-    return default_registry(_SchemaOnlyProvider()).openai_tools()
+    return [tool.openai_tool() for tool in domain_tools(_SchemaOnlyProvider())]
 
 
 def make_graph(url: str | None = None) -> Any:

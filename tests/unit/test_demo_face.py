@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BELOW_THE_FACE = {
     ("writegate.graph.model", "build_chat_model"),
     ("writegate.runtime.wiring", "Runtime"),
-    ("writegate.tools.registry", "Registry"),
 }
 
 
