@@ -75,10 +75,13 @@ if TYPE_CHECKING:
         AuditRow,
         ProposalView,
     )
+    from writegate.checkpoints.database import resolve_database_url
     from writegate.checkpoints.migrate import (
         MigrationList,
         apply_migrations,
     )
+    from writegate.checkpoints.pool import Pool, open_pool
+    from writegate.checkpoints.schema import setup_database
     from writegate.graph.second import (
         second_approval_run,
     )
@@ -88,6 +91,7 @@ if TYPE_CHECKING:
     from writegate.runtime.wiring import ServerUserFields
     from writegate.runtime.writegate import (
         Writegate,
+        server_agent,
     )
     from writegate.tools.kit import (
         GuardedTool,
@@ -130,6 +134,7 @@ __all__ = [
     "MissingIdentity",
     "NotFound",
     "Policy",
+    "Pool",
     "PreviewField",
     "PreviewFieldView",
     "PreviewView",
@@ -157,9 +162,13 @@ __all__ = [
     "describe_currency",
     "error_for_code",
     "format_minor",
+    "open_pool",
     "read_tool",
+    "resolve_database_url",
     "resume_requester",
     "second_approval_run",
+    "server_agent",
+    "setup_database",
     "write_tool",
 ]
 
@@ -195,6 +204,7 @@ _WHERE = {
     "MissingIdentity": "writegate.approval.errors",
     "NotFound": "writegate.approval.errors",
     "Policy": "writegate.approval.policy",
+    "Pool": "writegate.checkpoints.pool",
     "PreviewField": "writegate.tools.kit_spec",
     "PreviewFieldView": "writegate.approval.contract",
     "PreviewView": "writegate.approval.contract",
@@ -221,9 +231,13 @@ _WHERE = {
     "describe_currency": "writegate.approval.money",
     "error_for_code": "writegate.approval.errors",
     "format_minor": "writegate.approval.money",
+    "open_pool": "writegate.checkpoints.pool",
     "read_tool": "writegate.tools.kit",
+    "resolve_database_url": "writegate.checkpoints.database",
     "resume_requester": "writegate.graph.server_resume",
     "second_approval_run": "writegate.graph.second",
+    "server_agent": "writegate.runtime.writegate",
+    "setup_database": "writegate.checkpoints.schema",
     "write_tool": "writegate.tools.kit",
 }
 

@@ -31,11 +31,12 @@ from writegate.bench.workload import IDENTITY, refund_args
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.pool import Pool
-from writegate.demo.domain import default_registry
+from writegate.demo.domain import domain_tools
 from writegate.demo.policy import demo_policy
 from writegate.demo.provider import SimulatedProvider
 from writegate.demo.runtime import open_demo
 from writegate.runtime.wiring import Runtime
+from writegate.tools.registry import Registry
 
 PROVIDER_SQL = "SELECT count(*) AS n FROM provider.refunds WHERE order_id = %s"
 REFUNDED_SQL = "SELECT refunded_minor FROM orders WHERE order_id = %s"
@@ -63,7 +64,7 @@ class OneConnection:
 def _worker(url: str) -> tuple[OneConnection, ApprovalService, Executor]:
     conn = OneConnection(url)
     pool = cast(Pool, conn)
-    tools = default_registry(SimulatedProvider(pool=pool))
+    tools = Registry(tool.spec for tool in domain_tools(SimulatedProvider(pool=pool)))
     service = ApprovalService(PgLedgerStore(pool), tools, demo_policy())
     return conn, service, Executor(service)
 

@@ -13,7 +13,7 @@ tests and the bench load it: the library never does.
 if __name__ != "writegate.demo":  # the repository root is the package `writegate`
     raise ImportError(f"import writegate.demo, not {__name__} (see CONTRIBUTING.md)")
 
-from writegate.demo.domain import default_registry, domain_tools
+from writegate.demo.domain import domain_tools
 from writegate.demo.provider import ProviderClient, SimulatedProvider
 
-__all__ = ["ProviderClient", "SimulatedProvider", "default_registry", "domain_tools"]
+__all__ = ["ProviderClient", "SimulatedProvider", "domain_tools"]

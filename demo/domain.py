@@ -13,7 +13,6 @@ from writegate.demo.provider import ProviderClient
 from writegate.demo.refunds import refund_order_tool
 from writegate.demo.ticket_writes import create_ticket, update_ticket
 from writegate.demo.tickets import get_ticket, list_tickets
-from writegate.tools.registry import Registry
 
 
 def domain_tools(provider: ProviderClient) -> list[GuardedTool]:
@@ -28,8 +27,3 @@ def domain_tools(provider: ProviderClient) -> list[GuardedTool]:
         update_ticket,
         close_tickets,
     ]
-
-
-def default_registry(provider: ProviderClient) -> Registry:
-    """The eight domain tools' protocol views, by name."""
-    return Registry(tool.spec for tool in domain_tools(provider))

@@ -17,11 +17,16 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
-from writegate import RetryPolicy, apply_migrations
-from writegate.checkpoints.database import resolve_database_url
-from writegate.checkpoints.pool import Pool, open_pool
-from writegate.checkpoints.schema import setup_database
-from writegate.demo.domain import default_registry
+from writegate import (
+    Pool,
+    RetryPolicy,
+    Writegate,
+    apply_migrations,
+    open_pool,
+    resolve_database_url,
+    setup_database,
+)
+from writegate.demo.domain import domain_tools
 from writegate.demo.policy import demo_policy
 from writegate.demo.prompt import DEMO_PROMPT
 from writegate.demo.provider import ProviderClient, SimulatedProvider
@@ -75,10 +80,32 @@ def open_demo(
     pool: Pool | None = None,
     **options: Any,
 ) -> DemoRuntime:
-    """Open the demo on `url` (resolved as the CLI does when None): its tables set up
-    unless `setup=False`; `options` go to `Runtime.open` (policy, retry, step_hook, ...);
-    the policy is the demo's own (`demo/policy.toml`) unless one is given.
-    `pool`: one already open on `url` (the bench's counting pool)."""
+    """Open the demo on `url` (resolved as the CLI does when None) through the public
+    entry, `Writegate.open`, over the demo's tools: its tables set up unless
+    `setup=False`; `options` go to `Writegate.open` (policy, retry, step_hook, ...); the
+    policy is the demo's own (`demo/policy.toml`) unless one is given. The pool is opened
+    here because the simulated provider shares it (`pool`: one already open on `url`,
+    the bench's counting pool)."""
+    wg, provider = _open(url, setup, provider, max_connections, pool, options)
+    given = {f.name: getattr(wg.runtime, f.name) for f in fields(Runtime)}
+    return DemoRuntime(**{**given, "system_prompt": DEMO_PROMPT}, provider=provider)
+
+
+def open_demo_writegate(url: str | None = None) -> Writegate:
+    """The demo opened as `open_demo(url)` opens it, as the `Writegate` over its tools
+    (the Studio entry's, `demo/studio.py`)."""
+    wg, _ = _open(url, True, None, 10, None, {})
+    return wg
+
+
+def _open(
+    url: str | None,
+    setup: bool,
+    provider: ProviderClient | None,
+    max_connections: int,
+    pool: Pool | None,
+    options: dict[str, Any],
+) -> tuple[Writegate, ProviderClient]:
     if options.get("policy") is None:
         options["policy"] = demo_policy()  # before the database: a bad file stops here
     url = url or resolve_database_url()
@@ -87,6 +114,5 @@ def open_demo(
     pool = pool or open_pool(url, max_size=max_connections)
     provider = provider or default_provider(pool)
     options.setdefault("retry", retry_from_env())
-    core = Runtime.open(url, tools=default_registry(provider), setup=False, pool=pool, **options)
-    given = {f.name: getattr(core, f.name) for f in fields(Runtime)}
-    return DemoRuntime(**{**given, "system_prompt": DEMO_PROMPT}, provider=provider)
+    wg = Writegate.open(url, tools=domain_tools(provider), setup=False, pool=pool, **options)
+    return wg, provider

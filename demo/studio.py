@@ -4,9 +4,10 @@ The server imports this file by path and reads the module-level `graph`. It is c
 without a checkpointer because the server supplies its own (in memory under
 `langgraph dev`, Postgres via POSTGRES_URI in a deployment). writegate's ledgers, the
 domain tables and the simulated provider always live in the database DATABASE_URL names
-(or the default resolution of `checkpoints.database`).
+(or `writegate.resolve_database_url`'s default).
 
-Importing needs no database: the runtime opens on the first run that uses it, so the
+It is built with `writegate.server_agent`, as an application's own would be. Importing
+needs no database: the demo opens on the first run that uses it, so the
 server starts, lists the graph and serves its schemas even while PostgreSQL is still
 coming up. Identity comes from the server's authenticated user when the server has an
 auth handler (`langgraph.auth.json`), else from each run's `user_id` / `tenant_id` in
@@ -16,53 +17,20 @@ its configurable or context (see `graph/identity.py`).
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from writegate.checkpoints.database import resolve_database_url
-from writegate.checkpoints.schema import setup_database
-from writegate.demo.domain import default_registry
+from writegate import resolve_database_url, server_agent, setup_database
+from writegate.demo.domain import domain_tools
 from writegate.demo.prompt import DEMO_PROMPT
-from writegate.demo.runtime import open_demo
-from writegate.graph.build import build_graph
+from writegate.demo.runtime import open_demo_writegate
 from writegate.graph.model import build_chat_model
-from writegate.runtime.wiring import Runtime
-
-
-class LazyRuntime:
-    """Stands in for a `Runtime` and opens the real one on first attribute access."""
-
-    def __init__(self, url: str | None = None) -> None:
-        self._url = url
-        self._runtime: Runtime | None = None
-        # Server runs execute sync nodes on worker threads: open exactly once.
-        self._lock = threading.Lock()
-
-    def get(self) -> Runtime:
-        if self._runtime is None:
-            with self._lock:
-                if self._runtime is None:
-                    self._runtime = open_demo(self._url)
-        return self._runtime
-
-    def close(self) -> None:
-        with self._lock:
-            if self._runtime is not None:
-                self._runtime.close()
-                self._runtime = None
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names not found on this object: the runtime's fields.
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.get(), name)
 
 
 class _SchemaOnlyProvider:
@@ -80,15 +48,14 @@ class _SchemaOnlyProvider:
 
 def tool_specs() -> list[dict[str, Any]]:
     """The OpenAI tool specs; they do not depend on the provider or the database."""
-    return default_registry(_SchemaOnlyProvider()).openai_tools()
+    return [tool.openai_tool() for tool in domain_tools(_SchemaOnlyProvider())]
 
 
-def make_graph(runtime: Runtime | LazyRuntime) -> Any:
-    """The writegate graph on `runtime`, without a checkpointer, as a server wants it."""
+def make_graph(url: str | None = None) -> Any:
+    """The writegate agent over the demo opened on `url` on its first run, without a
+    checkpointer, as a server wants it (`writegate.server_agent`)."""
     model = build_chat_model(tool_specs())  # bound here so compiling opens nothing
-    return build_graph(
-        cast(Runtime, runtime), model=model, checkpointer=None, system_prompt=DEMO_PROMPT
-    )
+    return server_agent(lambda: open_demo_writegate(url), model, system_prompt=DEMO_PROMPT)
 
 
 @asynccontextmanager
@@ -110,5 +77,4 @@ async def postgres_checkpointer() -> AsyncIterator[AsyncPostgresSaver]:
         yield AsyncPostgresSaver(pool)
 
 
-runtime = LazyRuntime()
-graph = make_graph(runtime)
+graph = make_graph()

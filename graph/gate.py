@@ -51,8 +51,14 @@ class ToolCallGate:
 
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
-        self.talk = Conversation(runtime.service, runtime.executor)
-        self.second = SecondApprover(runtime, self.talk)
+        self.second = SecondApprover(runtime)
+
+    @property
+    def talk(self) -> Conversation:
+        """The question's rules (stateless), read per use: compiling the graph touches
+        no runtime field, so a runtime opened on the first run (`server_agent`) stays
+        closed until then."""
+        return Conversation(self.rt.service, self.rt.executor)
 
     def run(
         self, call: dict[str, Any], config: RunnableConfig, message_id: str | None = None

@@ -78,9 +78,13 @@ def second_approval_run(run: dict[str, Any], proposal_id: str) -> None:
 class SecondApprover:
     """The gate's way for a second approver's answer (see the module docstring)."""
 
-    def __init__(self, runtime: Runtime, talk: Conversation) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
-        self.talk = talk
+
+    @property
+    def talk(self) -> Conversation:
+        """The question's rules, read per use (the runtime may open on the first run)."""
+        return Conversation(self.rt.service, self.rt.executor)
 
     def waiting(self, approver: Identity, thread_id: str, tool_call_id: str) -> Proposal | None:
         """The proposal of this call that waits for `approver`, or None: not an approver,

@@ -13,11 +13,12 @@ checkpoints share one pool and one database.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
@@ -339,6 +340,46 @@ class Writegate:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def server_agent(
+    open_writegate: Callable[[], Writegate],
+    model: Runnable[Any, Any],
+    *,
+    system_prompt: str = LIBRARY_PROMPT,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """writegate's whole agent for LangGraph Server: the module-level `graph` your
+    `langgraph.json` names. It is compiled without a checkpointer (the server brings its
+    own) over the `Writegate` that `open_writegate()` returns, called once, on the first
+    run that needs it: importing the module connects to nothing, so the server starts and
+    serves the graph's schemas while the database is still coming up. `model` comes
+    bound to the tools already (`model.bind_tools(tools)`), since no database is open to
+    read them from."""
+    runtime = cast(Runtime, _OpenedOnFirstUse(open_writegate))
+    return build_graph(runtime, model=model, checkpointer=None, system_prompt=system_prompt)
+
+
+class _OpenedOnFirstUse:
+    """Stands in for a `Runtime` and opens the real one on first attribute access."""
+
+    def __init__(self, open_writegate: Callable[[], Writegate]) -> None:
+        self._open = open_writegate
+        self._runtime: Runtime | None = None
+        # Server runs execute sync nodes on worker threads: open exactly once.
+        self._lock = threading.Lock()
+
+    def _get(self) -> Runtime:
+        if self._runtime is None:
+            with self._lock:
+                if self._runtime is None:
+                    self._runtime = self._open().runtime
+        return self._runtime
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names not found on this object: the runtime's fields.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._get(), name)
 
 
 def _acting(identity: Identity) -> Identity:

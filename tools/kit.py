@@ -41,6 +41,7 @@ from writegate.tools.kit_spec import (
     Validator,
     takes,
 )
+from writegate.tools.registry import openai_function
 
 # How a registered read tool learns who calls it: the graph layer hands these in.
 Identify = Callable[[RunnableConfig], Identity]
@@ -65,6 +66,12 @@ class GuardedTool(BaseTool):
     def attach(self, service: ApprovalService, identify: Identify, thread_of: ThreadOf) -> None:
         """Registered with a Writegate: reads run (audited) through its service."""
         self.binding = (service, identify, thread_of)
+
+    def openai_tool(self) -> dict[str, Any]:
+        """This tool as the OpenAI function spec writegate binds a model to (strict:
+        closed objects, every field required), for a model you bind yourself:
+        `model.bind_tools([tool.openai_tool() for tool in tools], strict=True)`."""
+        return openai_function(self.spec)
 
     def _parse_input(
         self, tool_input: str | dict[str, Any], tool_call_id: str | None

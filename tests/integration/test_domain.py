@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.demo_registry import default_registry
 from writegate.approval.errors import (
     IdempotencyConflict,
     InvalidTransition,
@@ -26,7 +27,6 @@ from writegate.approval.errors import (
 from writegate.approval.models import Identity
 from writegate.approval.spec import ToolContext, acting_for
 from writegate.checkpoints.pool import Pool
-from writegate.demo.domain import default_registry
 from writegate.demo.provider import SimulatedProvider
 from writegate.demo.refunds import mark_refund_succeeded
 from writegate.demo.seed import DEMO_TENANT, reset_demo, seed_demo

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.app_db import setup_app
+from tests.demo_registry import default_registry
 from tests.integration.fault_scripts.harness import (
     TALLY,
     Child,
@@ -39,7 +40,6 @@ from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog, purge
 from writegate.checkpoints.pool import Pool, open_pool
-from writegate.demo.domain import default_registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fault_tally")]
 

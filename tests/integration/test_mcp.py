@@ -22,6 +22,7 @@ from mcp import Client
 from psycopg.rows import dict_row
 
 from tests.app_db import setup_app
+from tests.demo_registry import default_registry
 from tests.integration.mcp_helpers import (
     Person,
     accept,
@@ -35,7 +36,6 @@ from tests.integration.mcp_helpers import (
     start_http_server,
     stdio_session,
 )
-from writegate.demo.domain import default_registry
 from writegate.demo.seed import seed_demo
 from writegate.surfaces.store.keys import create_key, revoke_key
 

@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from tests.app_db import setup_app
+from tests.demo_registry import default_registry
 from tests.integration.fault_scripts.harness import ROOT, make_order, new_id, wait_until
 from tests.integration.http_fixtures import free_port
 from writegate.approval import errors
@@ -39,7 +40,6 @@ from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog, ledger_stats, purge
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.console.app import command as console_app
-from writegate.demo.domain import default_registry
 from writegate.demo.faults import FaultScript
 from writegate.demo.provider import SimulatedProvider
 from writegate.surfaces.cli import ops as cli_ops

@@ -17,6 +17,7 @@ from datetime import timedelta
 import pytest
 
 from tests.app_db import setup_app
+from tests.demo_registry import default_registry
 from tests.integration.fault_scripts.harness import (
     TALLY,
     ProviderProcess,
@@ -35,7 +36,6 @@ from writegate.approval.service import ApprovalService
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import Pool, open_pool
-from writegate.demo.domain import default_registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fault_tally")]
 

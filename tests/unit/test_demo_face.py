@@ -14,14 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # (module, name) the demo imports from below the public face, today.
 BELOW_THE_FACE = {
-    ("writegate.checkpoints.database", "resolve_database_url"),
-    ("writegate.checkpoints.pool", "Pool"),
-    ("writegate.checkpoints.pool", "open_pool"),
-    ("writegate.checkpoints.schema", "setup_database"),
-    ("writegate.graph.build", "build_graph"),
     ("writegate.graph.model", "build_chat_model"),
     ("writegate.runtime.wiring", "Runtime"),
-    ("writegate.tools.registry", "Registry"),
 }
 
 

@@ -29,9 +29,10 @@ ALLOWED: dict[str, set[str]] = {
     # The ways in. An application they serve is handed to them as a value, never imported.
     "surfaces": {"approval", "tools", "checkpoints", "runtime", "graph"},
     # The demo application, on the public face (`writegate`). Still reaches below it for
-    # its runtime, its pool and the Studio graph (tests/unit/test_demo_face.py pins each
-    # name); never approval's internals, never the surfaces.
-    "demo": {"tools", "checkpoints", "runtime", "graph"},
+    # its runtime (a `Runtime` with its provider) and the model (tests/unit/
+    # test_demo_face.py pins each name); never approval's, the tools' or the
+    # checkpoints' internals, never the surfaces.
+    "demo": {"runtime", "graph"},
     # The `writegate` command composed: the surfaces' commands and the demo's own.
     "console": {"approval", "tools", "checkpoints", "runtime", "graph", "surfaces", "demo"},
     "bench": {
@@ -249,7 +250,8 @@ def test_only_the_kit_builds_on_the_internal_tool_base() -> None:
 
 
 def test_every_shipped_tool_is_declared_with_write_tool_or_read_tool() -> None:
-    from writegate.demo.domain import default_registry, domain_tools
+    from tests.demo_registry import default_registry
+    from writegate.demo.domain import domain_tools
     from writegate.tools.kit import GuardedTool
     from writegate.tools.kit_spec import CallableTool
 

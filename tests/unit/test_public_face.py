@@ -30,6 +30,7 @@ WRITEGATE = [
     "write_tool",
     "describe_currency", "format_minor", "MigrationList", "apply_migrations",
     "second_approval_run",
+    "resolve_database_url", "setup_database", "Pool", "open_pool", "server_agent",
 ]  # fmt: skip
 TESTING = [
     "Fault", "FaultHook", "Outcome", "ReadScenario", "Report", "Scenario", "ScenarioResult",

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
+from tests.demo_registry import default_registry
 from writegate.approval.errors import ClarificationNeeded, ValidationFailed
 from writegate.approval.models import SideEffect
 from writegate.approval.money import format_minor
 from writegate.approval.spec import Validated
-from writegate.demo.domain import default_registry
 from writegate.tools.registry import Registry, StrictArgs, Tool, strict_schema
 
 

@@ -19,6 +19,7 @@ import sys
 from datetime import timedelta
 from typing import Any
 
+from tests.demo_registry import default_registry
 from writegate.approval.decisions import Confirm
 from writegate.approval.errors import WritegateError
 from writegate.approval.execution import Executor, RetryPolicy
@@ -28,7 +29,6 @@ from writegate.approval.service import ApprovalService, Confirmation
 from writegate.checkpoints.ledger import PgLedgerStore
 from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import open_pool
-from writegate.demo.domain import default_registry
 from writegate.demo.provider_http import HttpProvider
 
 
