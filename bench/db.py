@@ -20,7 +20,7 @@ from psycopg.rows import DictRow, dict_row
 
 from writegate.checkpoints.database import with_database
 from writegate.checkpoints.pool import Pool, open_pool
-from writegate.demo.runtime import setup_demo
+from writegate.demo.schema import setup_demo
 from writegate.surfaces.store import setup_service
 
 TENANT = "tenant_bench"

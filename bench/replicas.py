@@ -36,7 +36,7 @@ import httpx
 import psycopg
 
 from writegate.bench.backlog import check, make_backlog
-from writegate.demo.runtime import setup_demo
+from writegate.demo.schema import setup_demo
 from writegate.demo.seed import seed_demo
 from writegate.surfaces.store import setup_service
 from writegate.surfaces.store.keys import create_key

@@ -77,7 +77,7 @@ def _end_orphans() -> int:
 def _with_connection(work: Callable[[Any], None]) -> None:
     """Set the demo's tables up, then run `work` in one transaction on one connection."""
     from writegate.checkpoints.pool import open_pool
-    from writegate.demo.runtime import setup_demo
+    from writegate.demo.schema import setup_demo
 
     url = database_url()
     setup_demo(url)

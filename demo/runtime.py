@@ -21,17 +21,15 @@ from writegate import (
     Pool,
     RetryPolicy,
     Writegate,
-    apply_migrations,
     open_pool,
     resolve_database_url,
-    setup_database,
 )
 from writegate.demo.domain import domain_tools
 from writegate.demo.policy import demo_policy
 from writegate.demo.prompt import DEMO_PROMPT
 from writegate.demo.provider import ProviderClient, SimulatedProvider
 from writegate.demo.provider_http import HttpProvider
-from writegate.demo.schema import DEMO
+from writegate.demo.schema import setup_demo
 from writegate.runtime.wiring import Runtime
 
 LEASE_ENV = "WRITEGATE_EXECUTION_LEASE_SECONDS"
@@ -44,12 +42,6 @@ class DemoRuntime(Runtime):
     """A runtime over the demo's tools, with the provider its refunds go to."""
 
     provider: ProviderClient = field(kw_only=True)
-
-
-def setup_demo(url: str) -> None:
-    """writegate's tables and the demo's (both idempotent, safe from many processes)."""
-    setup_database(url)
-    apply_migrations(url, DEMO)
 
 
 def retry_from_env() -> RetryPolicy | None:

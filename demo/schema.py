@@ -13,7 +13,7 @@ tables, so they are adopted as version 1 as they are.
 
 from __future__ import annotations
 
-from writegate import MigrationList
+from writegate import MigrationList, apply_migrations, setup_database
 
 MIGRATIONS: list[str] = [
     # 1. orders and refunds, tickets, the provider simulator's store, batch items
@@ -93,3 +93,10 @@ DEMO = MigrationList(
     # The old list made these very tables: adopting them changes nothing.
     legacy=("writegate.legacy_migrations", "SELECT 1"),
 )
+
+
+def setup_demo(url: str) -> None:
+    """writegate's tables and the demo's (both idempotent, safe from many processes).
+    Here, beside the demo's list, so that setting a database up loads no agent."""
+    setup_database(url)
+    apply_migrations(url, DEMO)

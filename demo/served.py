@@ -42,7 +42,7 @@ class DemoApplication:
         return is_demo_database(url)
 
     def setup(self, url: str) -> None:
-        from writegate.demo.runtime import setup_demo
+        from writegate.demo.schema import setup_demo
 
         setup_demo(url)
 

@@ -3,7 +3,7 @@ checkpoints, the HTTP service's and the demo domain's."""
 
 from __future__ import annotations
 
-from writegate.demo.runtime import setup_demo
+from writegate.demo.schema import setup_demo
 from writegate.surfaces.store import setup_service
 
 
