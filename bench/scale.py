@@ -4,10 +4,11 @@ In a scratch database of its own per size: the ledger store writes N proposals w
 their tokens and executions (`PgLedgerTx.load`; 10% pending, half of those stale, 1% of
 executions `unknown`), then a user's pending list, the expiry sweep (the approval
 service's `expire_if_due`, a batch per transaction) and the reconcile backlog are
-timed, with their plans; then the same probes again inside a transaction that drops the
-index they rely on (rolled back after), to show what the index is for. The reconciler
+timed, with their plans, each by the product's own statement (`bench/scale_sql.py`);
+then the same probes again inside a transaction that drops the indexes they rely on
+(rolled back after), to show what the indexes are for. The reconciler
 (`approval.reconcile` over `checkpoints.ops.PgBacklog`) drains the backlog. Nothing
-here writes a ledger row by hand: a column change is the store's to follow.
+here writes or reads a ledger table by hand: a column change is the product's to follow.
 """
 
 from __future__ import annotations
