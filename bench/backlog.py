@@ -33,37 +33,26 @@ from writegate.checkpoints.pool import open_pool
 from writegate.demo.provider import request_digest
 from writegate.demo.refunds import refund_id_for
 
-TEMPLATE_SQL = """
-SELECT e.execution_id, e.tenant_id, r.refund_id
-FROM writegate.executions e
-JOIN refunds r ON r.request_key = e.request_key
-JOIN provider.refunds pr ON pr.idempotency_key = e.request_key
-WHERE e.operation = 'refund_order' AND e.status = 'succeeded'
-ORDER BY e.created_at LIMIT 1"""
+# The demo's side of an executed refund: its refund row, and the provider's (the ledger's
+# side is read by the ledger store), oldest first.
+DEMO_REFUNDS_SQL = """
+SELECT r.request_key, r.refund_id
+FROM refunds r JOIN provider.refunds pr ON pr.idempotency_key = r.request_key
+WHERE r.status = 'succeeded'
+ORDER BY r.created_at"""
 COLUMNS_SQL = """
 SELECT column_name, udt_name FROM information_schema.columns
 WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position"""
-CHECK_SQL = """
-SELECT count(*) AS total,
-       count(*) FILTER (WHERE e.status = 'succeeded' AND e.provider_ref = pr.provider_ref
-                          AND r.status = 'succeeded' AND r.provider_ref = pr.provider_ref
-                          AND e.reconciled_at IS NOT NULL) AS settled_ok,
-       count(*) FILTER (WHERE pr.idempotency_key IS NULL) AS missing_at_provider,
-       count(*) FILTER (WHERE e.status <> 'succeeded') AS not_succeeded
-FROM writegate.executions e
-JOIN refunds r ON r.request_key = e.request_key
-LEFT JOIN provider.refunds pr ON pr.idempotency_key = e.request_key
-WHERE e.execution_id = ANY(%(ids)s)"""
+# The demo's side of the clones: the refund rows, and the provider's where it has one.
+DEMO_CHECK_SQL = """
+SELECT r.request_key, r.status, r.provider_ref, pr.provider_ref AS provider_has,
+       pr.created_at AS provider_at
+FROM refunds r LEFT JOIN provider.refunds pr ON pr.idempotency_key = r.request_key
+WHERE r.request_key = ANY(%(keys)s)"""
 EFFECTS_SQL = """
 SELECT count(*) AS effects, count(DISTINCT order_id) AS orders
 FROM provider.refunds WHERE order_id = ANY(%(orders)s)"""
-ACTIONS_SQL = """
-SELECT a.result->>'action' AS action, (pr.created_at < e.created_at) AS seen, count(*) AS n
-FROM writegate.audit a
-JOIN writegate.executions e ON e.request_key = a.request_key
-JOIN provider.refunds pr ON pr.idempotency_key = e.request_key
-WHERE a.event = 'reconcile' AND a.status = 'succeeded' AND e.execution_id = ANY(%(ids)s)
-GROUP BY 1, 2"""
+AUDIT_PAGE = 500
 
 
 Template = tuple[Proposal, Token, Execution]
@@ -74,6 +63,7 @@ class Backlog:
     execution_ids: list[str]
     order_ids: list[str]
     seen: int  # keys the provider already had
+    tenant_id: str
 
     @property
     def size(self) -> int:
@@ -183,11 +173,9 @@ def make_backlog(url: str, n: int, seen_fraction: float = 0.5) -> Backlog:
     with open_pool(url, max_size=1) as pool:
         store = PgLedgerStore(pool)
         with store.transaction() as tx:
-            t = tx.conn.execute(TEMPLATE_SQL).fetchone()
-            if t is None:
-                raise RuntimeError("no executed refund to clone")
-            template = _template(tx, t["execution_id"])
-            demo, proposals, tokens, executions = _copies(template, t["tenant_id"], n, tx.now())
+            template, refund_id = _template(tx)
+            tenant = template[2].tenant_id
+            demo, proposals, tokens, executions = _copies(template, tenant, n, tx.now())
             seen = int(n * seen_fraction)
 
             def pick(*names: str, upto: int | None = None) -> dict[str, list[str]]:
@@ -197,7 +185,7 @@ def make_backlog(url: str, n: int, seen_fraction: float = 0.5) -> Backlog:
             _clone(tx.conn, "orders", "order_id", old_order, pick("order_id"))
             tx.load(proposals, tokens, executions)
             _clone(
-                tx.conn, "refunds", "refund_id", t["refund_id"],
+                tx.conn, "refunds", "refund_id", refund_id,
                 pick("refund_id", "order_id", "request_key"),
                 {"status": "'pending'", "provider_ref": "NULL", "created_at": "now()"},
             )  # fmt: skip
@@ -209,34 +197,79 @@ def make_backlog(url: str, n: int, seen_fraction: float = 0.5) -> Backlog:
                 tx.conn, "provider.refunds", "idempotency_key", template[2].request_key,
                 provider, {"created_at": "now() - interval '1 second'"},
             )  # fmt: skip
-    return Backlog([e.execution_id for e in executions], demo["order_id"], seen)
+    return Backlog([e.execution_id for e in executions], demo["order_id"], seen, tenant)
 
 
-def _template(tx: PgLedgerTx, execution_id: str) -> Template:
-    """The executed refund's rows, as the ledger store reads them."""
-    execution = tx.get_execution(execution_id=execution_id)
-    assert execution is not None
-    proposal = tx.get_proposal(execution.proposal_id)
-    token = tx.get_token_for_proposal(execution.proposal_id)
-    assert proposal is not None and token is not None
-    return proposal, token, execution
+def _template(tx: PgLedgerTx) -> tuple[Template, str]:
+    """The oldest executed refund's rows, as the ledger store reads them, and its refund
+    row's id: the first refund the provider applied whose execution succeeded."""
+    for row in tx.conn.execute(DEMO_REFUNDS_SQL).fetchall():
+        execution = tx.get_execution(request_key=row["request_key"])
+        if (
+            execution is not None
+            and execution.operation == "refund_order"
+            and execution.status is ExecutionStatus.SUCCEEDED
+        ):
+            proposal = tx.get_proposal(execution.proposal_id)
+            token = tx.get_token_for_proposal(execution.proposal_id)
+            assert proposal is not None and token is not None
+            return (proposal, token, execution), row["refund_id"]
+    raise RuntimeError("no executed refund to clone")
+
+
+def _reconciled(store: PgLedgerStore, tenant_id: str, keys: set[str]) -> list[tuple[str, str]]:
+    """The reconciler's succeeded audit rows of the request keys `keys`, as (request key,
+    action), read a page at a time by the ledger store."""
+    out: list[tuple[str, str]] = []
+    after = None
+    while True:
+        page = list(store.audit_rows(tenant_id, status="succeeded", after=after, limit=AUDIT_PAGE))
+        out += [
+            (row["request_key"], str((row["result"] or {}).get("action")))
+            for row in page
+            if row["event"] == "reconcile" and row["request_key"] in keys
+        ]
+        if len(page) < AUDIT_PAGE:
+            return out
+        after = page[-1]["audit_id"]
 
 
 def check(url: str, backlog: Backlog) -> dict[str, Any]:
-    """Every clone settled `succeeded` with the provider's one reference, the seen keys
-    `found` and the others `retried` once; each order refunded exactly once."""
-    params = {"ids": backlog.execution_ids, "orders": backlog.order_ids}
+    """Every clone settled `succeeded` by the reconciler with the provider's one
+    reference, the seen keys `found` and the others `retried` once; each order refunded
+    exactly once. The ledger's rows are read by the ledger store, the demo's here."""
+    with open_pool(url, max_size=1) as pool:
+        store = PgLedgerStore(pool)
+        with store.reading() as tx:
+            found_rows = [tx.get_execution(execution_id=i) for i in backlog.execution_ids]
+        executions = {e.request_key: e for e in found_rows if e is not None}
+        actions = _reconciled(store, backlog.tenant_id, set(executions))
+    params = {"keys": list(executions), "orders": backlog.order_ids}
     with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
-        rows = conn.execute(CHECK_SQL, params).fetchone()
+        demo = {row["request_key"]: row for row in conn.execute(DEMO_CHECK_SQL, params)}
         effects = conn.execute(EFFECTS_SQL, params).fetchone()
-        actions = conn.execute(ACTIONS_SQL, params).fetchall()
-    assert rows is not None and effects is not None
-    by = {(a["action"], a["seen"]): a["n"] for a in actions}
+    assert effects is not None
+    settled = {key for key, _ in actions}
+    rows = [(executions[key], refund) for key, refund in demo.items()]
+    by: dict[tuple[str, bool], int] = {}
+    for key, action in actions:
+        provider_at = demo[key]["provider_at"] if key in demo else None
+        if provider_at is not None:  # as counted: the keys the provider has
+            seen = provider_at < executions[key].created_at
+            by[(action, seen)] = by.get((action, seen), 0) + 1
     found, retried = by.get(("found", True), 0), by.get(("retried", False), 0)
     out = {
-        "rows": rows["total"],
-        "settled_correctly": rows["settled_ok"],
-        "not_succeeded": rows["not_succeeded"],
+        "rows": len(rows),
+        "settled_correctly": sum(
+            e.status is ExecutionStatus.SUCCEEDED
+            and r["provider_has"] is not None
+            and e.provider_ref == r["provider_has"]
+            and r["status"] == "succeeded"
+            and r["provider_ref"] == r["provider_has"]
+            and e.request_key in settled
+            for e, r in rows
+        ),
+        "not_succeeded": sum(e.status is not ExecutionStatus.SUCCEEDED for e, _ in rows),
         "found": found,
         "retried": retried,
         "other_actions": sum(by.values()) - found - retried,

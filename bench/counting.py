@@ -29,7 +29,7 @@ from psycopg import Connection, Cursor, Pipeline, Transaction
 from psycopg.rows import DictRow
 
 # First match wins; the group is the table family a statement touches (a ledger table
-# may name a checkpoint: writegate.presented's checkpoint_ns).
+# may name a checkpoint: the presented table's checkpoint_ns).
 _GROUPS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # once per new connection: the timeline it is on (checkpoints/timelines.py)
     ("timeline", re.compile(r"\bwritegate\.timelines\b", re.I)),

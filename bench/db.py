@@ -19,6 +19,7 @@ from psycopg import Connection, sql
 from psycopg.rows import DictRow, dict_row
 
 from writegate.checkpoints.database import with_database
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.demo.schema import setup_demo
 from writegate.surfaces.store import setup_service
@@ -35,28 +36,24 @@ _XACT_COMMIT_SQL = "SELECT xact_commit FROM pg_stat_database WHERE datname = %s"
 _CLEAR_SNAPSHOT_SQL = "SELECT pg_stat_clear_snapshot()"
 _USER_TABLES_SQL = """
 SELECT schemaname, relname FROM pg_stat_user_tables ORDER BY schemaname, relname"""
-# Named as TABLE_GROUPS names them: schema-qualified, but for the public schema's.
+# Named as TABLE_GROUPS names them: schema-qualified, but for the public schema's; and
+# writegate's own schema's group, read from the catalog.
 _RELATION_SIZE_SQL = """
 SELECT CASE WHEN n.nspname = 'public' THEN c.relname
             ELSE n.nspname || '.' || c.relname END AS name,
+       n.nspname = %(own)s AS own, c.relname,
        pg_total_relation_size(c.oid) AS bytes
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind = 'r' AND n.nspname IN ('public', 'provider', 'writegate')"""
+WHERE c.relkind = 'r' AND n.nspname IN ('public', 'provider', %(own)s)"""
 # Fresh orders: one per operation, so no refund ever runs out of balance.
 INSERT_ORDERS_SQL = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor, shipping_address)
 SELECT %s || g, %s, %s, 'CNY', %s, '' FROM generate_series(1, %s) AS g"""
 
-# Which tables make up which part of the footprint.
+# Which tables make up which part of the footprint. Writegate's own are every table of
+# its schema, read from the catalog (`table_sizes`): its audit, and the rest, the ledger.
+AUDIT_TABLE = "audit"
 TABLE_GROUPS = {
-    "ledger": (
-        "writegate.proposals",
-        "writegate.presented",
-        "writegate.tokens",
-        "writegate.executions",
-        "writegate.tombstones",
-    ),
-    "audit": ("writegate.audit",),
     "checkpoints": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
     "domain": ("orders", "refunds", "tickets"),
     "provider": ("provider.refunds",),
@@ -179,12 +176,17 @@ class Orders:
 
 
 def table_sizes(conn: Connection[Any]) -> dict[str, int]:
-    """Bytes on disk per table group (heap, indexes, TOAST, free-space and visibility maps)."""
+    """Bytes on disk per table group (heap, indexes, TOAST, free-space and visibility maps):
+    writegate's ledger (every table of its schema but the audit), its audit, and the
+    groups of TABLE_GROUPS."""
     cur = conn.cursor(row_factory=dict_row)
-    rows = cur.execute(_RELATION_SIZE_SQL).fetchall()
-    by_table = {row["name"]: int(row["bytes"]) for row in rows}
+    rows = cur.execute(_RELATION_SIZE_SQL, {"own": DEFAULT_SCHEMA}).fetchall()
+    own = [row for row in rows if row["own"]]
+    by_table = {row["name"]: int(row["bytes"]) for row in rows if not row["own"]}
     return {
-        group: sum(by_table.get(t, 0) for t in tables) for group, tables in TABLE_GROUPS.items()
+        "ledger": sum(int(row["bytes"]) for row in own if row["relname"] != AUDIT_TABLE),
+        "audit": sum(int(row["bytes"]) for row in own if row["relname"] == AUDIT_TABLE),
+        **{group: sum(by_table.get(t, 0) for t in names) for group, names in TABLE_GROUPS.items()},
     }
 
 

@@ -36,6 +36,8 @@ import httpx
 import psycopg
 
 from writegate.bench.backlog import check, make_backlog
+from writegate.checkpoints.namespace import DEFAULT_SCHEMA, sql_for
+from writegate.checkpoints.ops_sql import OpsSQL
 from writegate.demo.schema import setup_demo
 from writegate.demo.seed import seed_demo
 from writegate.surfaces.store import setup_service
@@ -46,7 +48,10 @@ TENANT, USER = "tenant_hz", "user_42"
 ORDER_SQL = """
 INSERT INTO orders (order_id, tenant_id, user_id, currency, payable_minor)
 VALUES (%s, %s, %s, 'CNY', 50000)"""
-OPEN_SQL = "SELECT count(*) FROM writegate.executions WHERE status IN ('unknown', 'running')"
+# The open executions per tool and status, as `writegate stats` reads them; the backlog
+# is open while any is `unknown` or `running`.
+OPEN_SQL = sql_for(OpsSQL, DEFAULT_SCHEMA).OPEN_EXECUTIONS_SQL
+STILL_OPEN = {"unknown", "running"}
 LOCK_WAITS_SQL = """
 SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'),
        count(*) FILTER (WHERE state = 'active')
@@ -265,7 +270,8 @@ def reconciler_level(url: str, n: int, backlog: int, seen: float = 0.5) -> dict[
 
     def open_count() -> int:
         with psycopg.connect(url, autocommit=True) as conn:
-            return int(conn.execute(OPEN_SQL).fetchone()[0])  # type: ignore[index]
+            rows = conn.execute(OPEN_SQL).fetchall()
+        return sum(int(count) for _, status, count in rows if status in STILL_OPEN)
 
     args = ["reconcile", "--loop", "--interval", "0.1", "--batch", "20"]
     procs = [_spawn(args, url) for _ in range(n)]

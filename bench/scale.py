@@ -4,10 +4,11 @@ In a scratch database of its own per size: the ledger store writes N proposals w
 their tokens and executions (`PgLedgerTx.load`; 10% pending, half of those stale, 1% of
 executions `unknown`), then a user's pending list, the expiry sweep (the approval
 service's `expire_if_due`, a batch per transaction) and the reconcile backlog are
-timed, with their plans; then the same probes again inside a transaction that drops the
-index they rely on (rolled back after), to show what the index is for. The reconciler
+timed, with their plans, each by the product's own statement (`bench/scale_sql.py`);
+then the same probes again inside a transaction that drops the indexes they rely on
+(rolled back after), to show what the indexes are for. The reconciler
 (`approval.reconcile` over `checkpoints.ops.PgBacklog`) drains the backlog. Nothing
-here writes a ledger row by hand: a column change is the store's to follow.
+here writes or reads a ledger table by hand: a column change is the product's to follow.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ def _plan(conn: Connection[DictRow], query: str, params: Any = None) -> list[str
     return [str(next(iter(r.values()))) for r in rows]
 
 
-def _uses_index(plan: list[str], index: str) -> bool:
-    return any(index in line for line in plan)
+def _uses_index(plan: list[str], indexes: tuple[str, ...]) -> bool:
+    return any(index in line for line in plan for index in indexes)
 
 
 SEED_CHUNK = 5000  # proposals per `load` (and their tokens and executions)
@@ -131,30 +132,38 @@ def seed(runtime: Runtime, n: int) -> None:
         conn.execute(q.ANALYZE_SQL)
 
 
+def _rolled_back(conn: Connection[DictRow], query: str, params: Any) -> Any:
+    """`query` run in a transaction that is rolled back: a pick or a claim locks or
+    claims nothing past the probe."""
+    with conn.transaction(force_rollback=True):
+        return conn.execute(query, params).fetchall()
+
+
 def _probes(conn: Connection[DictRow], users: int) -> dict[str, Callable[[], Any]]:
     counter = iter(range(10**9))
 
     def list_pending() -> Any:
-        user = f"user_{next(counter) % users}"
-        return conn.execute(q.LIST_PENDING_SQL, (q.TENANT, user)).fetchall()
+        return conn.execute(*q.list_pending(f"user_{next(counter) % users}")).fetchall()
 
-    def backlog() -> Any:
-        with conn.transaction():
-            return conn.execute(q.BACKLOG_PROBE_SQL).fetchall()
-
+    stale = {"batch": SWEEP_BATCH}
     return {
         "list_pending": list_pending,
-        "expire_stale": lambda: conn.execute(q.STALE_PROBE_SQL).fetchall(),
-        "reconcile_backlog": backlog,
+        "expire_stale": lambda: _rolled_back(conn, q.STALE_PICK_SQL, stale),
+        "reconcile_backlog": lambda: _rolled_back(conn, q.BACKLOG_CLAIM_SQL, q.BACKLOG_CLAIM),
+    }
+
+
+# Each probe's statement and parameters, as explained (plans, and without its index).
+def _explained() -> dict[str, tuple[str, Any]]:
+    return {
+        "list_pending": q.list_pending("user_1"),
+        "expire_stale": (q.STALE_PICK_SQL, {"batch": SWEEP_BATCH}),
+        "reconcile_backlog": (q.BACKLOG_CLAIM_SQL, q.BACKLOG_CLAIM),
     }
 
 
 def _plans(conn: Connection[DictRow]) -> dict[str, list[str]]:
-    return {
-        "list_pending": _plan(conn, q.LIST_PENDING_SQL, (q.TENANT, "user_1")),
-        "expire_stale": _plan(conn, q.STALE_PICK_SQL, (SWEEP_BATCH,)),
-        "reconcile_backlog": _plan(conn, q.BACKLOG_PROBE_SQL),
-    }
+    return {name: _plan(conn, query, params) for name, (query, params) in _explained().items()}
 
 
 def _sweep(runtime: Runtime) -> dict[str, Any]:
@@ -164,7 +173,7 @@ def _sweep(runtime: Runtime) -> dict[str, Any]:
     started, expired, batches = time.perf_counter(), 0, 0
     while True:
         with runtime.store.transaction() as tx:
-            picked = tx.conn.execute(q.STALE_PICK_SQL, (SWEEP_BATCH,)).fetchall()
+            picked = tx.conn.execute(q.STALE_PICK_SQL, {"batch": SWEEP_BATCH}).fetchall()
             done = 0
             for row in picked:
                 proposal = tx.get_proposal(row["proposal_id"])
@@ -203,12 +212,13 @@ def _drain(runtime: Runtime) -> dict[str, Any]:
 def _without_index(
     conn: Connection[DictRow], name: str, probe: Callable[[], Any], query: str, params: Any
 ) -> dict[str, Any]:
-    """Drop the index in a transaction, time the probe and read the plan, roll back."""
-    index = q.INDEX_FOR[name]
+    """Drop the indexes in a transaction, time the probe and read the plan, roll back."""
+    indexes = q.INDEX_FOR[name]
     with conn.transaction(force_rollback=True):
-        conn.execute(sql.SQL(q.DROP_INDEX_SQL).format(sql.Identifier(DEFAULT_SCHEMA, index)))
+        for index in indexes:
+            conn.execute(sql.SQL(q.DROP_INDEX_SQL).format(sql.Identifier(DEFAULT_SCHEMA, index)))
         plan = _plan(conn, query, params)
-        return {"dropped": index, "probe_ms": _ms(probe, 10), "plan": plan}
+        return {"dropped": ", ".join(indexes), "probe_ms": _ms(probe, 10), "plan": plan}
 
 
 def _measure(server: BenchServer, n: int) -> dict[str, Any]:
@@ -237,11 +247,7 @@ def _measure(server: BenchServer, n: int) -> dict[str, Any]:
             out["backlog_probe_after_drain_ms"] = _ms(probes["reconcile_backlog"])
             out["plans"] = plans
             out["index_used"] = {k: _uses_index(p, q.INDEX_FOR[k]) for k, p in plans.items()}
-            args = {
-                "list_pending": (q.LIST_PENDING_SQL, (q.TENANT, "user_1")),
-                "expire_stale": (q.STALE_PROBE_SQL, None),
-                "reconcile_backlog": (q.BACKLOG_PROBE_SQL, None),
-            }
+            args = _explained()
             out["without_index"] = {
                 name: _without_index(conn, name, probes[name], *args[name]) for name in probes
             }

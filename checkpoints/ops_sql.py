@@ -132,6 +132,17 @@ ORDER BY expires_at
 LIMIT %(batch)s
 FOR UPDATE SKIP LOCKED"""
 
+    # A batch of stale proposals (awaiting and past expiry on the database clock), locked,
+    # oldest expiry first, on the partial index proposals_expiry_idx: the pick of a sweep
+    # that expires each with the approval service's `expire_if_due` (audited). The
+    # service itself expires a proposal when it is next read; `writegate bench` sweeps.
+    PICK_STALE_PROPOSALS_SQL = """
+SELECT proposal_id FROM writegate.proposals
+WHERE status = 'awaiting_confirmation' AND expires_at <= now()
+ORDER BY expires_at
+LIMIT %(batch)s
+FOR UPDATE SKIP LOCKED"""
+
     INSERT_TOMBSTONES_SQL = """
 INSERT INTO writegate.tombstones (request_key, token_hash, proposal_id, thread_id, tool_call_id,
     tenant_id, subject, operation, fingerprint, execution_id, final_status, provider_ref,
