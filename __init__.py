@@ -82,6 +82,10 @@ if TYPE_CHECKING:
     )
     from writegate.checkpoints.pool import Pool, open_pool
     from writegate.checkpoints.schema import setup_database
+    from writegate.graph.model import (
+        describe_openai_model,
+        openai_chat_model,
+    )
     from writegate.graph.second import (
         second_approval_run,
     )
@@ -160,9 +164,11 @@ __all__ = [
     "__version__",
     "apply_migrations",
     "describe_currency",
+    "describe_openai_model",
     "error_for_code",
     "format_minor",
     "open_pool",
+    "openai_chat_model",
     "read_tool",
     "resolve_database_url",
     "resume_requester",
@@ -229,9 +235,11 @@ _WHERE = {
     "WritegateError": "writegate.approval.errors",
     "apply_migrations": "writegate.checkpoints.migrate",
     "describe_currency": "writegate.approval.money",
+    "describe_openai_model": "writegate.graph.model",
     "error_for_code": "writegate.approval.errors",
     "format_minor": "writegate.approval.money",
     "open_pool": "writegate.checkpoints.pool",
+    "openai_chat_model": "writegate.graph.model",
     "read_tool": "writegate.tools.kit",
     "resolve_database_url": "writegate.checkpoints.database",
     "resume_requester": "writegate.graph.server_resume",

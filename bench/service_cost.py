@@ -54,9 +54,9 @@ from writegate.bench.db import (
     disable_autovacuum,
     open_bench_pool,
 )
+from writegate.demo.model import demo_chat_model
 from writegate.demo.seed import seed_demo
 from writegate.graph.build import build_graph
-from writegate.graph.model import build_chat_model
 from writegate.surfaces.store.keys import create_key, resolve_key
 from writegate.surfaces.web.inputs import ConfirmIn
 from writegate.surfaces.web.services import Services, Settings
@@ -108,7 +108,7 @@ class _Path:
             self.url, max_size=10, connection_class=counting_connection_class(self.tally)
         )
         self.runtime = runtime_on(self.url, self.pool)
-        self.model = build_chat_model(self.runtime.registry.openai_tools(), env={})
+        self.model = demo_chat_model(self.runtime.registry.openai_tools(), env={})
         self.walls: list[float] = []
         self.cpu: list[float] = []
         self.client_cpu: list[float] = []

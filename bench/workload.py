@@ -3,7 +3,7 @@
 A graph operation is: the model proposes `refund_order` on a fresh order, the graph
 pauses at its interrupt, the person confirms with `Command(resume=...)`, the write
 executes, and the model answers once more. Both graphs get the same scripted replies
-from `graph.scripted.ScriptedChatModel` (two per operation), fed just before each run.
+from `ScriptedChatModel` (`writegate.testing`) (two per operation), fed just before each run.
 """
 
 from __future__ import annotations

@@ -28,10 +28,10 @@ from writegate.approval.money import (
     format_minor,
     parse_major,
 )
+from writegate.demo.model import demo_chat_model, describe_demo_model
 from writegate.demo.prompt import DEMO_PROMPT
 from writegate.demo.runtime import open_demo
 from writegate.graph.build import build_graph
-from writegate.graph.model import describe_model
 from writegate.runtime.wiring import Runtime
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import (
@@ -59,12 +59,17 @@ def run_chat(thread: str | None, user: str, tenant: str) -> None:
         runtime = open_demo(url)
     with runtime:
         _offer_demo_data(runtime, tenant)
-        graph = build_graph(runtime, checkpointer=runtime.checkpointer, system_prompt=DEMO_PROMPT)
+        graph = build_graph(
+            runtime,
+            model=demo_chat_model(runtime.registry.openai_tools()),
+            checkpointer=runtime.checkpointer,
+            system_prompt=DEMO_PROMPT,
+        )
         config: Any = {"configurable": {"thread_id": thread_id, "user_id": user,
                                         "tenant_id": tenant}}  # fmt: skip
         shown_thread, who = markup_safe(thread_id), markup_safe(f"{user} in {tenant}")
         console.print(f"[bold]thread[/bold] {shown_thread}  [bold]as[/bold] {who}")
-        console.print(f"[bold]model[/bold]  {markup_safe(describe_model())}")
+        console.print(f"[bold]model[/bold]  {markup_safe(describe_demo_model())}")
         console.print("[dim]/quit or Ctrl-D to leave; come back with "
                       f"`writegate chat --thread {shown_thread}`[/dim]")  # fmt: skip
         with contextlib.suppress(LeaveChat):

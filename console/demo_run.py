@@ -27,12 +27,12 @@ from writegate.approval.models import Identity
 from writegate.approval.service import Confirmation
 from writegate.approval.wire import approval_request
 from writegate.checkpoints.database import describe_database
+from writegate.demo.model import demo_chat_model, describe_demo_model
 from writegate.demo.prompt import DEMO_PROMPT
 from writegate.demo.provider import SimulatedProvider
 from writegate.demo.runtime import DemoRuntime, open_demo
 from writegate.demo.seed import create_demo_order, seed_demo
 from writegate.graph.build import build_graph
-from writegate.graph.model import describe_model
 from writegate.surfaces.cli.common import console, database_url, err_console
 from writegate.surfaces.cli.render import (
     audit_table,
@@ -62,7 +62,7 @@ def run_demo() -> None:
     """The walkthrough, on the database `writegate` resolves."""
     url = database_url()
     console.print(f"[bold]database[/bold] {describe_database(url)}")
-    console.print(f"[bold]model[/bold]    {describe_model()}")
+    console.print(f"[bold]model[/bold]    {describe_demo_model()}")
     with reported_errors(err_console), console.status("Preparing the database and demo data"):
         runtime = open_demo(url)
         with runtime.pool.connection() as conn:
@@ -101,7 +101,12 @@ def _expect_refunds(runtime: DemoRuntime, order_id: str, expected: int) -> None:
 
 
 def _graph_part(runtime: DemoRuntime, thread: str, order: str) -> None:
-    graph = build_graph(runtime, checkpointer=runtime.checkpointer, system_prompt=DEMO_PROMPT)
+    graph = build_graph(
+        runtime,
+        model=demo_chat_model(runtime.registry.openai_tools()),
+        checkpointer=runtime.checkpointer,
+        system_prompt=DEMO_PROMPT,
+    )
     config: Any = {"configurable": {"thread_id": thread, "user_id": USER.user_id,
                                     "tenant_id": TENANT}}  # fmt: skip
     _step(f"1. user_42 asks for a refund (thread {thread})")

@@ -25,6 +25,7 @@ from writegate import (
     resolve_database_url,
 )
 from writegate.demo.domain import domain_tools
+from writegate.demo.model import demo_chat_model
 from writegate.demo.policy import demo_policy
 from writegate.demo.prompt import DEMO_PROMPT
 from writegate.demo.provider import ProviderClient, SimulatedProvider
@@ -80,7 +81,8 @@ def open_demo(
     the bench's counting pool)."""
     wg, provider = _open(url, setup, provider, max_connections, pool, options)
     given = {f.name: getattr(wg.runtime, f.name) for f in fields(Runtime)}
-    return DemoRuntime(**{**given, "system_prompt": DEMO_PROMPT}, provider=provider)
+    own = {"system_prompt": DEMO_PROMPT, "chat_model": demo_chat_model}
+    return DemoRuntime(**{**given, **own}, provider=provider)
 
 
 def open_demo_writegate(url: str | None = None) -> Writegate:

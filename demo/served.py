@@ -46,6 +46,11 @@ class DemoApplication:
 
         setup_demo(url)
 
+    def describe_model(self) -> str:
+        from writegate.demo.model import describe_demo_model
+
+        return describe_demo_model()
+
     def open(
         self,
         url: str,

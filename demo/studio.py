@@ -28,9 +28,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from writegate import resolve_database_url, server_agent, setup_database
 from writegate.demo.domain import domain_tools
+from writegate.demo.model import demo_chat_model
 from writegate.demo.prompt import DEMO_PROMPT
 from writegate.demo.runtime import open_demo_writegate
-from writegate.graph.model import build_chat_model
 
 
 class _SchemaOnlyProvider:
@@ -54,7 +54,7 @@ def tool_specs() -> list[dict[str, Any]]:
 def make_graph(url: str | None = None) -> Any:
     """The writegate agent over the demo opened on `url` on its first run, without a
     checkpointer, as a server wants it (`writegate.server_agent`)."""
-    model = build_chat_model(tool_specs())  # bound here so compiling opens nothing
+    model = demo_chat_model(tool_specs())  # bound here so compiling opens nothing
     return server_agent(lambda: open_demo_writegate(url), model, system_prompt=DEMO_PROMPT)
 
 

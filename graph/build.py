@@ -31,17 +31,13 @@ from writegate.runtime.wiring import Runtime
 def build_graph(
     runtime: Runtime,
     *,
-    model: Runnable[Any, Any] | None = None,
+    model: Runnable[Any, Any],
     checkpointer: BaseCheckpointSaver[Any] | bool | None = None,
     system_prompt: str = LIBRARY_PROMPT,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the graph. Pass `checkpointer=runtime.checkpointer` for durable threads;
-    leave it None under LangGraph Server, which supplies its own. Without `model`, the
-    one the environment configures (`graph/model.py`), loaded only then."""
-    if model is None:
-        from writegate.graph.model import build_chat_model
-
-        model = build_chat_model(runtime.registry.openai_tools())
+    leave it None under LangGraph Server, which supplies its own. `model`: the chat
+    model, its tools bound or not (the agent binds them)."""
     nodes = Nodes(runtime, model, system_prompt)
     builder: Any = StateGraph(MessagesState)  # branch nodes take Send payloads
     builder.add_node("agent", nodes.agent)

@@ -1,16 +1,17 @@
-"""Which chat model the agent uses, configured from the environment.
+"""The OpenAI chat model the environment configures (`writegate.openai_chat_model`).
 
 - ``OPENAI_API_KEY`` set: ``ChatOpenAI`` with model ``WRITEGATE_MODEL`` (default
   gpt-4o-mini), optionally at ``OPENAI_BASE_URL``.
 - only ``OPENAI_BASE_URL`` set: the same, against a local OpenAI-compatible server
   (vLLM, llama.cpp, Ollama) with a placeholder key, since those ignore it.
-- neither: the offline scripted demo model from ``graph.scripted``.
+- neither: none; whoever builds the agent chooses its model (the demo its scripted one,
+  `writegate serve` on a database of no application `NoChatModel`, which says so).
 
 Tools are bound with strict JSON schemas, so a real model can only produce
 arguments that match the schema; the specs are checked here first because a
 non-strict schema would be silently accepted by most local servers.
 The OpenAI client is imported only when such a model is built, so importing this module
-(to describe the model, or with the scripted one) stays light.
+(to describe the model, or to learn that none is configured) stays light.
 The returned runnable streams token by token under ``.stream()`` or LangGraph's
 ``stream_mode="messages"``, and answers in one piece under ``.invoke()``.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.language_models import LanguageModelInput
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 from pydantic import SecretStr
 
@@ -40,19 +41,19 @@ ChatRunnable = Runnable[LanguageModelInput, AIMessage]
 class ModelConfig:
     """The resolved choice of model; ``api_key`` is kept out of ``repr``."""
 
-    kind: Literal["openai", "scripted"]
+    kind: Literal["openai"]
     model: str
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
 
 
-def resolve_model_config(env: Mapping[str, str] | None = None) -> ModelConfig:
-    """Read the model choice from ``env`` (default: ``os.environ``)."""
+def resolve_model_config(env: Mapping[str, str] | None = None) -> ModelConfig | None:
+    """Read the model choice from ``env`` (default: ``os.environ``); None: no model."""
     env = os.environ if env is None else env
     api_key = env.get("OPENAI_API_KEY") or None
     base_url = env.get("OPENAI_BASE_URL") or None
     if api_key is None and base_url is None:
-        return ModelConfig(kind="scripted", model="scripted-demo")
+        return None
     return ModelConfig(
         kind="openai",
         model=env.get("WRITEGATE_MODEL") or DEFAULT_MODEL,
@@ -61,11 +62,12 @@ def resolve_model_config(env: Mapping[str, str] | None = None) -> ModelConfig:
     )
 
 
-def describe_model(env: Mapping[str, str] | None = None) -> str:
-    """One line saying which model is in use, without revealing the key."""
+def describe_openai_model(env: Mapping[str, str] | None = None) -> str | None:
+    """One line saying which OpenAI model ``env`` configures, without revealing the key;
+    None when it configures none."""
     config = resolve_model_config(env)
-    if config.kind == "scripted":
-        return "scripted demo model (no OPENAI_API_KEY set)"
+    if config is None:
+        return None
     where = config.base_url or "the OpenAI API"
     keyless = " (no API key, placeholder sent)" if config.api_key == PLACEHOLDER_API_KEY else ""
     return f"{config.model} at {where}{keyless}"
@@ -110,15 +112,16 @@ def check_strict_tool_specs(tools: Sequence[Mapping[str, Any]]) -> None:
         _check_schema(dict(parameters), name)
 
 
-def build_chat_model(
+def openai_chat_model(
     tools: Sequence[Mapping[str, Any]], env: Mapping[str, str] | None = None
-) -> ChatRunnable:
-    """The configured chat model with ``tools`` bound; call ``.invoke(messages)`` on it."""
+) -> ChatRunnable | None:
+    """The OpenAI chat model ``env`` (default: ``os.environ``) configures, with ``tools``
+    (OpenAI function specs, strict) bound; None when it configures none."""
     check_strict_tool_specs(tools)
     specs = [dict(spec) for spec in tools]
     config = resolve_model_config(env)
-    if config.kind == "scripted":
-        return ScriptedChatModel().bind_tools(specs) if specs else ScriptedChatModel()
+    if config is None:
+        return None
     assert config.api_key is not None
     from langchain_openai import ChatOpenAI  # the client and its SDK load only here
 
@@ -136,3 +139,31 @@ def build_chat_model(
         # The API rejects parallel_tool_calls when no tools are sent.
         return model
     return model.bind_tools(specs, strict=True, parallel_tool_calls=True)
+
+
+NO_MODEL = "placeholder model: no chat model is configured (no OPENAI_API_KEY set)"
+
+
+class NoChatModel(ScriptedChatModel):
+    """The agent's model where none is configured and no application brings its own:
+    every answer says so, rather than pretending to be one."""
+
+    def _unscripted(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        return AIMessage(
+            content="No chat model is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL "
+            "for an OpenAI-compatible server, and start again."
+        )
+
+
+def env_chat_model(
+    tools: Sequence[Mapping[str, Any]], env: Mapping[str, str] | None = None
+) -> ChatRunnable:
+    """The library's agent model when the one who builds it brings none: the configured
+    OpenAI model, else `NoChatModel`."""
+    model = openai_chat_model(tools, env)
+    return NoChatModel() if model is None else model
+
+
+def describe_env_model(env: Mapping[str, str] | None = None) -> str:
+    """One line naming `env_chat_model`'s choice."""
+    return describe_openai_model(env) or NO_MODEL

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Self
+from typing import Any, Self
 
 from writegate.approval.execution import Executor, RetryPolicy
 from writegate.approval.policy import load_policy
@@ -60,6 +60,9 @@ class Runtime:
     # The application's own system prompt for writegate's agent over these tools (the
     # served HTTP agent uses it); None: the library's.
     system_prompt: str | None = None
+    # The application's own chat model for that agent, like its prompt, made for the
+    # tools' specs when the agent is built; None: `graph.model.env_chat_model`'s.
+    chat_model: Callable[[list[dict[str, Any]]], Any] | None = None
     _saver: Saver | None = field(default=None, repr=False)
 
     @classmethod

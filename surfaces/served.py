@@ -52,6 +52,11 @@ class Application(Protocol):
         """Create or migrate its own tables on `url` (idempotent)."""
         ...
 
+    def describe_model(self) -> str:
+        """One line naming the chat model its agent uses, never showing a key (its
+        runtime's `chat_model` makes that model)."""
+        ...
+
     def open(
         self,
         url: str,
@@ -92,6 +97,23 @@ def user_tools(spec: str) -> Registry:
         raise ToolsNotFound(f"{TOOLS_ENV}={spec!r}: {exc}") from exc
 
 
+def serving(url: str, application: Application | None) -> Application | None:
+    """The application whose tools are served on `url`: None when `WRITEGATE_TOOLS`
+    names the user's own, or the database is not the application's."""
+    if os.environ.get(TOOLS_ENV, "").strip():
+        return None
+    return application if application is not None and application.owns(url) else None
+
+
+def describe_served_model(url: str, application: Application | None) -> str:
+    """One line naming the chat model the agent served on `url` uses: the serving
+    application's, else the one the environment configures (`env_chat_model`)."""
+    from writegate.graph.model import describe_env_model
+
+    serving_app = serving(url, application)
+    return describe_env_model() if serving_app is None else serving_app.describe_model()
+
+
 def open_served(
     url: str,
     *,
@@ -110,10 +132,11 @@ def open_served(
 
     hook = kill_hook_from_env()  # fault testing only
     spec = os.environ.get(TOOLS_ENV, "").strip()
+    serving_app = serving(url, application)
     if spec:
         registry = user_tools(spec)
-    elif application is not None and application.owns(url):
-        return application.open(
+    elif serving_app is not None:
+        return serving_app.open(
             url,
             tune=policy,
             provider_url=provider_url,

@@ -36,7 +36,7 @@ def serve(
     Reads DATABASE_URL, and WRITEGATE_PROPOSAL_TTL_SECONDS for how long a proposal
     may wait for a decision (default 15 minutes).
     """
-    from writegate.graph.model import describe_model
+    from writegate.surfaces.served import describe_served_model
 
     with needs_extra("serve", "server"):
         import uvicorn
@@ -53,9 +53,12 @@ def serve(
     # reported by the command's entry point), not later inside the server's startup.
     settings.policy()
     # The same resolution as every other command (DATABASE_URL, local server, embedded).
-    settings = replace(settings, database_url=database_url())
-    console.print(f"writegate serving on http://{host}:{port}/ with the {describe_model()}")
-    app = create_app(settings=settings, application=served_application(ctx))
+    url = database_url()
+    settings = replace(settings, database_url=url)
+    application = served_application(ctx)
+    model = describe_served_model(url, application)
+    console.print(f"writegate serving on http://{host}:{port}/ with the {model}")
+    app = create_app(settings=settings, application=application)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 

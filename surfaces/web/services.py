@@ -17,6 +17,7 @@ from fastapi import Depends, Request
 from writegate.approval.policy import load_policy
 from writegate.approval.service import Policy
 from writegate.graph.build import build_graph
+from writegate.graph.model import env_chat_model
 from writegate.graph.nodes import LIBRARY_PROMPT
 from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store.http_store import (
@@ -103,6 +104,9 @@ class Services:
     @classmethod
     def build(cls, runtime: Runtime, settings: Settings, model: Any = None) -> Services:
         prompt = runtime.system_prompt or LIBRARY_PROMPT
+        if model is None:
+            make = runtime.chat_model or env_chat_model
+            model = make(runtime.registry.openai_tools())
         graph = build_graph(
             runtime, model=model, checkpointer=runtime.checkpointer, system_prompt=prompt
         )

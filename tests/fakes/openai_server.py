@@ -257,7 +257,7 @@ class FakeOpenAIServer:
         return f"http://{host!s}:{port}/v1"
 
     def env(self, api_key: str | None = "test-key", model: str | None = None) -> dict[str, str]:
-        """Environment variables pointing ``graph.model`` at this server."""
+        """Environment variables pointing ``writegate.openai_chat_model`` at this server."""
         values = {"OPENAI_BASE_URL": self.base_url}
         if api_key is not None:
             values["OPENAI_API_KEY"] = api_key

@@ -27,6 +27,7 @@ from tests.integration.graph_helpers import (
     refunds_at_provider,
     statuses,
 )
+from writegate.demo.model import demo_chat_model
 from writegate.demo.prompt import DEMO_PROMPT
 from writegate.graph.build import build_graph
 from writegate.runtime.wiring import Runtime
@@ -64,7 +65,8 @@ def test_chat_openai_proposes_streams_and_reads_the_receipt(
     args = {"order_id": order, "amount_minor": 19900, "currency": "CNY", "reason": "broken"}
     fake_openai.enqueue_tool_calls(openai_server.FakeToolCall("refund_order", args, id="call_oa1"))
     # the model chosen from the environment
-    graph = build_graph(rt, checkpointer=rt.checkpointer, system_prompt=DEMO_PROMPT)
+    model = demo_chat_model(rt.registry.openai_tools())
+    graph = build_graph(rt, model=model, checkpointer=rt.checkpointer, system_prompt=DEMO_PROMPT)
     cfg = config(thread)
 
     _stream_text(graph, {"messages": [HumanMessage(f"refund {order}, it broke")]}, cfg)

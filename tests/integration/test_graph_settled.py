@@ -32,8 +32,8 @@ from writegate.checkpoints.ops import PgBacklog
 from writegate.demo.faults import FaultScript
 from writegate.demo.provider import SimulatedProvider
 from writegate.demo.runtime import open_demo
+from writegate.demo.scripted import DemoChatModel as ScriptedChatModel
 from writegate.graph.build import build_graph
-from writegate.graph.scripted import ScriptedChatModel
 from writegate.graph.settled import MARK
 from writegate.runtime.wiring import Runtime
 from writegate.runtime.writegate import Writegate

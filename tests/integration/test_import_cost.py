@@ -90,11 +90,11 @@ def test_db_and_keys_load_no_graph_runtime_and_no_model_client(
 def test_the_model_client_loads_only_when_a_model_is_built() -> None:
     code = (
         "import sys\n"
-        "from writegate.graph.model import build_chat_model, describe_model\n"
-        "describe_model({'OPENAI_API_KEY': 'k'})\n"
+        "from writegate.graph.model import describe_openai_model, openai_chat_model\n"
+        "describe_openai_model({'OPENAI_API_KEY': 'k'})\n"
         "assert 'langchain_openai' not in sys.modules, 'loaded on import'\n"
-        "build_chat_model([], {'OPENAI_API_KEY': 'k'})\n"
-        "assert 'langchain_openai' in sys.modules, 'not loaded by build_chat_model'\n"
+        "openai_chat_model([], {'OPENAI_API_KEY': 'k'})\n"
+        "assert 'langchain_openai' in sys.modules, 'not loaded by openai_chat_model'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr

@@ -28,11 +28,12 @@ ALLOWED: dict[str, set[str]] = {
     "testing": {"approval", "tools", "checkpoints", "runtime", "graph"},
     # The ways in. An application they serve is handed to them as a value, never imported.
     "surfaces": {"approval", "tools", "checkpoints", "runtime", "graph"},
-    # The demo application, on the public face (`writegate`). Still reaches below it for
-    # its runtime (a `Runtime` with its provider) and the model (tests/unit/
-    # test_demo_face.py pins each name); never approval's, the tools' or the
-    # checkpoints' internals, never the surfaces.
-    "demo": {"runtime", "graph"},
+    # The demo application, on the public face (`writegate`, and `writegate.testing`,
+    # whose `ScriptedChatModel` its scripted model extends). Still reaches below it for
+    # its runtime (a `Runtime` with its provider; tests/unit/test_demo_face.py pins each
+    # name); never approval's, the tools', the checkpoints' or graph's internals, never
+    # the surfaces.
+    "demo": {"runtime", "testing"},
     # The `writegate` command composed: the surfaces' commands and the demo's own.
     "console": {"approval", "tools", "checkpoints", "runtime", "graph", "surfaces", "demo"},
     "bench": {

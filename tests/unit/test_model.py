@@ -17,14 +17,15 @@ from langchain_core.messages import (
 )
 
 from tests.fakes import FakeOpenAIServer, FakeToolCall
+from writegate.demo.model import demo_chat_model as build_chat_model
+from writegate.demo.model import describe_demo_model as describe_model
+from writegate.demo.scripted import PREFIX
+from writegate.demo.scripted import DemoChatModel as ScriptedChatModel
 from writegate.graph.model import (
     PLACEHOLDER_API_KEY,
-    build_chat_model,
     check_strict_tool_specs,
-    describe_model,
     resolve_model_config,
 )
-from writegate.graph.scripted import PREFIX, ScriptedChatModel
 
 ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "WRITEGATE_MODEL")
 

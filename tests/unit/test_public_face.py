@@ -31,6 +31,7 @@ WRITEGATE = [
     "describe_currency", "format_minor", "MigrationList", "apply_migrations",
     "second_approval_run",
     "resolve_database_url", "setup_database", "Pool", "open_pool", "server_agent",
+    "openai_chat_model", "describe_openai_model",
 ]  # fmt: skip
 TESTING = [
     "Fault", "FaultHook", "Outcome", "ReadScenario", "Report", "Scenario", "ScenarioResult",

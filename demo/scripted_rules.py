@@ -1,4 +1,4 @@
-"""Text rules behind the scripted demo model (see ``graph.scripted`` for the list).
+"""Text rules behind the scripted demo model (see ``demo.scripted`` for the list).
 
 Pure functions from request text and tool results to either a list of
 ``(tool_name, args)`` calls or a plain-text answer. When something is ambiguous
@@ -15,7 +15,18 @@ from typing import Any
 
 from langchain_core.messages import ToolCall, ToolMessage
 
-from writegate.approval.errors import UNSETTLED_CODES
+# The error codes of a write that is not over yet: the executor's retries or the
+# reconciler finish it (the library's list; a test pins that they agree).
+UNSETTLED_CODES = frozenset(
+    {
+        "temporarily_unavailable",
+        "rate_limited",
+        "upstream_timeout",
+        "deadline_exceeded",
+        "outcome_unknown",
+        "in_progress",
+    }
+)
 
 Plan = list[tuple[str, dict[str, Any]]] | str
 
