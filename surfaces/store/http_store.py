@@ -22,7 +22,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -329,24 +329,34 @@ class ThreadLock:
         if self.lease is not None:
             self.lease.keep()
 
-    def release(self) -> None:
+    def release(self, *also: tuple[str, Any]) -> bool:
+        """Let the thread go. `also`: statements committed with the release, in one
+        transaction on the lock's session (a turn's last stream events, a click's
+        answer), before the lock is let go. False when that transaction failed: the
+        lock is let go all the same, and `also` is not committed."""
         conn, self._conn = self._conn, None
         if conn is None:
-            return
+            return not also
         # Unlock first so a waiter gets the lock at once; only what was taken is undone
         # (unlocking a lock not held draws a server WARNING). A session whose unlock
         # fails is closed instead (which releases the lock); the pool replaces it,
         # and the lease is freed on the runtime's pool.
         leased = self.lease is not None and self.lease.generation is not None
         try:
-            if self._held and leased:
-                assert self.lease is not None
-                conn.execute(sql.THREAD_UNLEASE_SQL, self.lease.params(self.key))
-            elif self._held:
-                conn.execute(self._unlock_sql, (self.key,))
+            with conn.transaction() if also else nullcontext():
+                for statement in also:
+                    conn.execute(*statement)
+                if self._held and leased:
+                    assert self.lease is not None
+                    conn.execute(sql.THREAD_UNLEASE_SQL, self.lease.params(self.key))
+                elif self._held:
+                    conn.execute(self._unlock_sql, (self.key,))
+            done = True
         except psycopg.Error:
             conn.close()
             if leased:
                 assert self.lease is not None
                 self.lease.free()
+            done = False
         self._pool.putconn(conn)
+        return done

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-INSERT_STREAM_EVENT_SQL = """
+# A batch of one stream's events, in order: sequence numbers, kinds and JSON texts as
+# three arrays of one length.
+INSERT_STREAM_EVENTS_SQL = """
 INSERT INTO writegate.stream_events (stream_id, seq, thread_id, event, data)
-VALUES (%s, %s, %s, %s, %s::jsonb)
+SELECT %(stream)s, e.seq, %(thread)s, e.event, e.data::jsonb
+FROM unnest(%(seqs)s::integer[], %(events)s::text[], %(data)s::text[]) AS e(seq, event, data)
 ON CONFLICT (stream_id, seq) DO NOTHING"""
 
 SELECT_STREAM_AFTER_SQL = """
@@ -15,11 +18,9 @@ ORDER BY seq"""
 STREAM_EXISTS_SQL = """
 SELECT 1 FROM writegate.stream_events WHERE stream_id = %s AND thread_id = %s LIMIT 1"""
 
-# A turn's first event prunes the streams older than the keep, in the same statement.
-INSERT_FIRST_STREAM_EVENT_SQL = """
+# A stream's first batch prunes the streams older than the keep, in the same statement.
+INSERT_FIRST_STREAM_EVENTS_SQL = f"""
 WITH pruned AS (
-    DELETE FROM writegate.stream_events WHERE created_at < now() - make_interval(secs => %s)
-)
-INSERT INTO writegate.stream_events (stream_id, seq, thread_id, event, data)
-VALUES (%s, %s, %s, %s, %s::jsonb)
-ON CONFLICT (stream_id, seq) DO NOTHING"""
+    DELETE FROM writegate.stream_events
+    WHERE created_at < now() - make_interval(secs => %(keep_s)s)
+){INSERT_STREAM_EVENTS_SQL}"""

@@ -6,10 +6,11 @@ mid-reply cannot leave a half-run turn or a held lock behind. `end` is sent only
 the lock is released, so a client that reacts to it at once never finds the thread busy.
 
 Every event gets an id, `<stream id>:<sequence number>`, and is stored in the shared
-replay buffer (`surfaces/store/streams.py`) before it is sent. A client that lost the
-stream asks any replica for the rest with `Last-Event-ID`: the events after that one
-are replayed from PostgreSQL, and the run is followed until its last event (`end` or
-`error`), so none is lost and none arrives twice. sse-starlette writes the wire format
+replay buffer (`surfaces/store/streams.py`): the first before it is sent, the others
+in batches, the last with the thread's release, before it is sent. A client that lost
+the stream asks any replica for the rest with `Last-Event-ID`: the events after that
+one are replayed from PostgreSQL, and the run is followed until its last event (`end`
+or `error`), so none is lost and none arrives twice. sse-starlette writes the wire format
 and a keep-alive comment every `PING_S` seconds.
 """
 
@@ -29,7 +30,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from writegate.surfaces.store.streams import StreamStore
+from writegate.surfaces.store.streams import StreamStore, TurnStream
 from writegate.surfaces.web.errors import as_error, body, error_body
 
 log = logging.getLogger("writegate.http")
@@ -89,30 +90,35 @@ def sse_text(stream_id: str, seq: int, kind: str, text: str) -> ServerSentEvent:
 
 def relay(
     produce: Callable[[], Iterator[tuple[str, Any]]],
-    release: Callable[[], None],
+    release: Callable[..., bool],
     rid: str,
     *,
     streams: StreamStore,
     thread_id: str,
 ) -> AsyncIterator[ServerSentEvent]:
-    """Start `produce` in a worker thread now; the returned iterator streams its events."""
+    """Start `produce` in a worker thread now; the returned iterator streams its events.
+    `release(*statements)`: lets the thread go, committing the statements with it (the
+    turn's events not yet stored); False if they could not be."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue()
-    stream_id = new_stream_id()
+    stored = TurnStream(streams, new_stream_id(), thread_id)
     seq = 0
 
-    def put(kind: str, payload: Any) -> None:
+    def send(kind: str, text: str) -> None:
         nonlocal seq
-        text = as_text(payload)  # once: stored as it is sent
-        try:
-            streams.append(stream_id, thread_id, seq, kind, text)
-        except Exception:  # the live stream goes on; only a reconnect would miss it
-            log.warning("could not store stream event %s [%s]", event_id(stream_id, seq), rid)
-        item = sse_text(stream_id, seq, kind, text)
+        item = sse_text(stored.stream_id, seq, kind, text)
         seq += 1
         # If the server's loop is gone, drop the event: the run itself still completes.
         with suppress(RuntimeError):
             loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    def put(kind: str, payload: Any) -> None:
+        text = as_text(payload)  # once: stored as it is sent
+        try:
+            stored.add(seq, kind, text)
+        except Exception:  # the live stream goes on; only a reconnect would miss it
+            log.warning("could not store stream events up to %s [%s]", seq, rid)
+        send(kind, text)
 
     def work() -> None:
         last: tuple[str, Any] | None = None
@@ -131,9 +137,15 @@ def relay(
                 error_event = error_body(error, rid)
             last = ("error", error_event)
         finally:
-            release()
-            if last is not None:
-                put(*last)
+            # The last event is stored with the release, and sent after it.
+            final = None if last is None else (last[0], as_text(last[1]))
+            if final is not None:
+                stored.hold(seq, *final)
+            rest = stored.rest()
+            if not release(*([rest] if rest else [])):
+                log.warning("could not store stream events up to %s [%s]", seq, rid)
+            if final is not None:
+                send(*final)
             with suppress(RuntimeError):
                 loop.call_soon_threadsafe(queue.put_nowait, _DONE)
 
