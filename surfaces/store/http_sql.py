@@ -67,8 +67,10 @@ WHERE tenant_id = %s AND user_id = %s AND idempotency_key = %s"""
 
 # Only the first final answer is kept: a replay never overwrites it.
 FINISH_CLICK_SQL = """
-UPDATE writegate.http_clicks SET status_code = %s, response = %s, completed_at = now()
-WHERE tenant_id = %s AND user_id = %s AND idempotency_key = %s AND completed_at IS NULL"""
+UPDATE writegate.http_clicks
+SET status_code = %(status_code)s, response = %(response)s, completed_at = now()
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND idempotency_key = %(key)s
+  AND completed_at IS NULL"""
 
 # Per-thread serialization of graph runs, across processes. The lock is tied to a
 # dedicated session: it ends with the session if the process dies. A run that writes

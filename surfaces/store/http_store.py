@@ -50,6 +50,8 @@ THREAD_LEASE_ENV = "WRITEGATE_THREAD_LEASE_SECONDS"
 FREE_ATTEMPTS = 3  # sessions tried to free a lease whose lock session died
 NO_THREAD = "no such thread for this user"
 
+Statement = tuple[str, dict[str, Any]]  # a statement and its named parameters
+
 
 @dataclass(frozen=True)
 class Click:
@@ -148,12 +150,20 @@ class HttpStore:
         assert row is not None  # click rows are never deleted
         return Click(row["proposal_id"], row["request_digest"], row["status_code"], row["response"])
 
-    def finish_click(
-        self, identity: Identity, key: str, status_code: int, response: dict[str, Any]
-    ) -> None:
-        ids = (identity.tenant_id, identity.user_id, key)
-        with self.pool.connection() as conn:
-            conn.execute(sql.FINISH_CLICK_SQL, (status_code, Jsonb(response), *ids))
+    @staticmethod
+    def finish_click_statement(
+        identity: Identity, key: str, status_code: int, response: dict[str, Any]
+    ) -> Statement:
+        """The statement that stores a click's final answer (for the thread's release to
+        commit: `ThreadLock.release`); only the first one is kept."""
+        params = {
+            "status_code": status_code,
+            "response": Jsonb(response),
+            "tenant_id": identity.tenant_id,
+            "user_id": identity.user_id,
+            "key": key,
+        }
+        return sql.FINISH_CLICK_SQL, params
 
     # -- per-thread serialization -----------------------------------------------------
 
@@ -329,7 +339,7 @@ class ThreadLock:
         if self.lease is not None:
             self.lease.keep()
 
-    def release(self, *also: tuple[str, Any]) -> bool:
+    def release(self, *also: Statement) -> bool:
         """Let the thread go. `also`: statements committed with the release, in one
         transaction on the lock's session (a turn's last stream events, a click's
         answer), before the lock is let go. False when that transaction failed: the

@@ -20,11 +20,10 @@ from typing import Any
 
 from writegate.checkpoints.pool import Pool
 from writegate.surfaces.store import stream_sql as sql
+from writegate.surfaces.store.http_store import Statement
 
 STREAM_KEEP_S = 15 * 60
 FLUSH_S = 1.0  # while a turn runs, its events reach other replicas at most this late
-
-Statement = tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)

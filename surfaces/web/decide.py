@@ -17,7 +17,7 @@ cancelled approval (docs/failover.md).
 
 from __future__ import annotations
 
-from contextlib import suppress
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.types import Command
@@ -40,7 +40,7 @@ from writegate.approval.errors import (
 from writegate.approval.models import DECIDABLE, Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import execution_outcome, proposal_error
 from writegate.runtime.wiring import Runtime
-from writegate.surfaces.store.http_store import HttpStore
+from writegate.surfaces.store.http_store import HttpStore, Statement, ThreadLock
 from writegate.surfaces.web.amounts import minor_units
 from writegate.surfaces.web.errors import Refused, error_body, status_for
 from writegate.surfaces.web.inputs import EditIn
@@ -48,6 +48,8 @@ from writegate.surfaces.web.runner import Questions, Runner, questions_in, stall
 from writegate.surfaces.web.schemas import ApprovalView, DecisionResult, MessageView
 from writegate.surfaces.web.views import approval_view, proposal_row, receipt_view
 
+Answer = tuple[int, dict[str, Any]]  # an HTTP status and body
+Keep = Callable[[int, dict[str, Any]], tuple[Statement, ...]]  # what to store with it
 _SAME_END = {(ProposalStatus.DECLINED, "decline"), (ProposalStatus.CANCELLED, "cancel")}
 LOST_QUESTION = (
     "this approval's question was lost when the request confirming it was cut short "
@@ -95,70 +97,98 @@ class Decisions:
                 )
             if click.status_code is not None and click.response is not None:
                 return click.status_code, _replayed(click.status_code, click.response, rid)
-        try:
-            result = self._decide_locked(identity, proposal.thread_id, value, edited)
-            status, body = 200, result.model_dump(mode="json")
-        except Refused as exc:
-            status, body = status_for(exc.error.code), error_body(exc.error, rid, exc.state)
-        except WritegateError as exc:
-            status, body = status_for(exc.code), error_body(exc, rid)
-        if not body.get("retryable", False) and status < 500:
-            self.store.finish_click(identity, key, status, body)  # a final answer: keep it
-        return status, body
+
+        def keep(status: int, body: dict[str, Any]) -> tuple[Statement, ...]:
+            """A final answer is stored, with the thread's release; a retryable one not."""
+            if body.get("retryable", False) or status >= 500:
+                return ()
+            return (self.store.finish_click_statement(identity, key, status, body),)
+
+        return self._decide_locked(identity, proposal.thread_id, value, edited, rid, keep)
 
     def _decide_locked(
-        self, identity: Identity, thread_id: str, value: dict[str, Any], edited: str | None
+        self,
+        identity: Identity,
+        thread_id: str,
+        value: dict[str, Any],
+        edited: str | None,
+        rid: str,
+        keep: Keep = lambda status, body: (),
+    ) -> Answer:
+        """Decide under the thread's lock: the answer, and `keep(answer)` committed with
+        the lock's release."""
+        try:
+            try:
+                held = self.store.lock_thread(thread_id, wait_s=0)
+            except InProgress:  # busy: most often another click resuming it
+                settled = self._answer_settled(identity, thread_id, value, edited, rid, keep)
+                if settled is not None:
+                    return settled
+                held = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s)
+        except WritegateError as exc:  # still busy, or no lock session free: retry
+            return status_for(exc.code), error_body(exc, rid)
+        answer: Answer | None = None
+        try:
+            answer = _respond(lambda: self._resume(identity, thread_id, value, edited, held), rid)
+            return answer
+        finally:
+            held.release(*(keep(*answer) if answer else ()))
+
+    def _resume(
+        self,
+        identity: Identity,
+        thread_id: str,
+        value: dict[str, Any],
+        edited: str | None,
+        held: ThreadLock,
     ) -> DecisionResult:
+        """Resume the question with the answer, if it is still open; the result as the
+        ledger then says it."""
         pid = value["proposal_id"]
         config = self.runner.config(identity, thread_id)
         messages: list[MessageView] = []
-        try:
-            held = self.store.lock_thread(thread_id, wait_s=0)
-        except InProgress:  # busy: most often another click resuming it
-            settled = self._answer_settled(identity, thread_id, value, edited)
-            if settled is not None:
-                return settled
-            held = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s)
-        try:
+        state = self.runner.state(config)
+        if stalled_in(state):  # a replica died mid-run: finish its steps
+            messages += _messages(self.runner.events(None, identity, config, held))
             state = self.runner.state(config)
-            if stalled_in(state):  # a replica died mid-run: finish its steps
-                messages += _messages(self.runner.events(None, identity, config, held))
-                state = self.runner.state(config)
-            questions = questions_in(state)
-            question = questions.get(pid)
-            if question is not None:
-                resume: Command[Any] = Command(resume={question[0]: value})
-                questions = {}  # what the run stops at, as it streams: no read after it
-                messages += _messages(self.runner.events(resume, identity, config, held, questions))
-                asked_again = questions.get(pid)
-                if asked_again is not None and asked_again[1].get("error"):
-                    self._refuse_answer(identity, asked_again[1])
-            try:
-                return self._answer(
-                    identity, value, edited, messages, questions, replayed=question is None
-                )
-            except _Orphaned:
-                self._repair(identity, thread_id, pid)
-                return self._answer(identity, value, edited, messages, {}, replayed=True, lost=True)
-        finally:
-            held.release()
+        questions = questions_in(state)
+        question = questions.get(pid)
+        if question is not None:
+            resume: Command[Any] = Command(resume={question[0]: value})
+            questions = {}  # what the run stops at, as it streams: no read after it
+            messages += _messages(self.runner.events(resume, identity, config, held, questions))
+            asked_again = questions.get(pid)
+            if asked_again is not None and asked_again[1].get("error"):
+                self._refuse_answer(identity, asked_again[1])
+        try:
+            return self._answer(
+                identity, value, edited, messages, questions, replayed=question is None
+            )
+        except _Orphaned:
+            self._repair(identity, thread_id, pid)
+            return self._answer(identity, value, edited, messages, {}, replayed=True, lost=True)
 
     def resume_requester(self, proposal: Proposal) -> None:
         """After the second approval ran `proposal`: resume its requester's thread, as
         they would with a click, so that the question resolves with the receipt and the
         model's answer is on their page. Their question, if open, is answered `confirm`:
         the graph finds the proposal executed and answers with its receipt, asking
-        nothing. Best effort: a thread left as it was resolves on its next run."""
+        nothing. Best effort: a thread left as it was resolves on its next run (a busy
+        thread, or a refusal, say the ledger's answer to a confirm of a declined
+        proposal, is an answer here like any other, and nobody reads it)."""
         requester = Identity(proposal.subject, proposal.tenant_id)
         value = {"action": "confirm", "proposal_id": proposal.proposal_id}
-        # A busy thread, a refusal (the ledger's answer for a confirm of a declined
-        # proposal, say): the question is answered; or its next run reads the same ledger.
-        with suppress(WritegateError, Refused):
-            self._decide_locked(requester, proposal.thread_id, value, None)
+        self._decide_locked(requester, proposal.thread_id, value, None, "")
 
     def _answer_settled(
-        self, identity: Identity, thread_id: str, value: dict[str, Any], edited: str | None
-    ) -> DecisionResult | None:
+        self,
+        identity: Identity,
+        thread_id: str,
+        value: dict[str, Any],
+        edited: str | None,
+        rid: str,
+        keep: Keep,
+    ) -> Answer | None:
         """The answer of a click that finds the thread busy, if it has nothing to resume.
 
         It waits for the lock shared, so that when the holder (the click that resumes,
@@ -169,15 +199,24 @@ class Decisions:
         exclusive lock and decides as the first one would.
         """
         config = self.runner.config(identity, thread_id)
-        with self.store.thread_lock(thread_id, wait_s=self.lock_wait_s, shared=True):
+        lock = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s, shared=True)
+        answer: Answer | None = None
+        try:
             state = self.runner.state(config)  # read once: it cannot change under the lock
             questions = questions_in(state)
             if stalled_in(state) or value["proposal_id"] in questions:
                 return None
-            try:
+
+            def settled() -> DecisionResult:
                 return self._answer(identity, value, edited, [], questions, replayed=True)
+
+            try:
+                answer = _respond(settled, rid)
             except _Orphaned:
                 return None  # repaired under the exclusive lock
+            return answer
+        finally:
+            lock.release(*(keep(*answer) if answer else ()))
 
     def _repair(self, identity: Identity, thread_id: str, pid: str) -> None:
         """Cancel an open proposal its thread no longer asks about, and tell the thread
@@ -282,6 +321,16 @@ class Decisions:
             raise Refused(NotResumable(LOST_QUESTION, proposal_id=pid), view)
         ended = proposal_error(status, pid)
         raise Refused(ended or ProposalNotPending(proposal_id=pid, state=status.value), view)
+
+
+def _respond(decided: Callable[[], DecisionResult], rid: str) -> Answer:
+    """The status and body of a decision, or of the refusal it met."""
+    try:
+        return 200, decided().model_dump(mode="json")
+    except Refused as exc:
+        return status_for(exc.error.code), error_body(exc.error, rid, exc.state)
+    except WritegateError as exc:
+        return status_for(exc.code), error_body(exc, rid)
 
 
 def _messages(events: Any) -> list[MessageView]:
