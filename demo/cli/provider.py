@@ -28,8 +28,8 @@ def register(app: typer.Typer, cli: CommandLine) -> None:
             print(f"listening on {url}", flush=True)
 
         try:
-            serve(cli.database_url(), host=host, port=port, rules=faults, stall_seconds=stall,
-                  ready=ready)  # fmt: skip
+            url = cli.database_url()
+            serve(url, host=host, port=port, rules=faults, stall_seconds=stall, ready=ready)
         except ValueError as exc:  # a malformed fault rule
             cli.err_console.print(f"[red]error:[/red] {cli.markup_safe(exc)}")
             raise typer.Exit(2) from exc
