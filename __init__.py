@@ -75,7 +75,7 @@ if TYPE_CHECKING:
         AuditRow,
         ProposalView,
     )
-    from writegate.checkpoints.database import resolve_database_url
+    from writegate.checkpoints.database import describe_database, resolve_database_url
     from writegate.checkpoints.migrate import (
         MigrationList,
         apply_migrations,
@@ -164,6 +164,7 @@ __all__ = [
     "__version__",
     "apply_migrations",
     "describe_currency",
+    "describe_database",
     "describe_openai_model",
     "error_for_code",
     "format_minor",
@@ -235,6 +236,7 @@ _WHERE = {
     "WritegateError": "writegate.approval.errors",
     "apply_migrations": "writegate.checkpoints.migrate",
     "describe_currency": "writegate.approval.money",
+    "describe_database": "writegate.checkpoints.database",
     "describe_openai_model": "writegate.graph.model",
     "error_for_code": "writegate.approval.errors",
     "format_minor": "writegate.approval.money",

@@ -128,7 +128,8 @@ def embedded_server_url(*, notify: Notify | None = None) -> str:
 
 
 def describe_database(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***``, for display."""
+    """Return ``url`` (a URL or a key=value connection string) with any password
+    replaced by ``***``, for display: in a log line, a status page, a terminal."""
     if re.match(r"^postgres(ql)?://", url):
         parts = urlsplit(url)
         netloc = parts.netloc

@@ -44,6 +44,13 @@ class DemoRuntime(Runtime):
 
     provider: ProviderClient = field(kw_only=True)
 
+    def agent(self) -> Any:
+        """The demo's agent over this runtime: its model (bound to the tools as it binds
+        them), its prompt, and this runtime's checkpointer (`writegate demo`, `chat`)."""
+        model = demo_chat_model(self.registry.openai_tools())
+        wg = Writegate(self, [])
+        return wg.build_agent(model, system_prompt=DEMO_PROMPT, bind_tools=False)
+
 
 def retry_from_env() -> RetryPolicy | None:
     """The default retry policy with the execution lease (LEASE_ENV) and the deadline

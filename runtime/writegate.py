@@ -174,13 +174,16 @@ class Writegate:
         *,
         checkpointer: BaseCheckpointSaver[Any] | None = None,
         system_prompt: str = LIBRARY_PROMPT,
+        bind_tools: bool = True,
     ) -> CompiledStateGraph[Any, Any, Any, Any]:
         """writegate's whole agent graph over your tools, with `model` bound to them.
 
         `checkpointer` defaults to `self.checkpointer`; pass the one from
-        `async_checkpointer()` to run it with `ainvoke` / `astream`.
+        `async_checkpointer()` to run it with `ainvoke` / `astream`. `bind_tools=False`:
+        `model` comes bound to the tools already, with options of its own
+        (`openai_chat_model(specs)` binds them strictly), and is used as it is.
         """
-        bind = getattr(model, "bind_tools", None)
+        bind = getattr(model, "bind_tools", None) if bind_tools else None
         bound = bind(self.runtime.registry.openai_tools()) if callable(bind) else model
         return build_graph(
             self.runtime,

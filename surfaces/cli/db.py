@@ -1,5 +1,5 @@
 """`writegate db`: create the schema and say where it stands; an application adds its
-own commands to the group (the demo's `db seed` and `db reset`, in `writegate.console`)."""
+own commands to the group (the demo's `db seed` and `db reset`, `writegate.demo.cli`)."""
 
 from __future__ import annotations
 

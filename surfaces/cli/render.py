@@ -1,5 +1,6 @@
-"""Terminal rendering shared by the commands (`approve`, `reconcile`, `threads`, `keys`) and the
-demo's `writegate demo` and `writegate chat` (`writegate.console`).
+"""Terminal rendering shared by the commands (`approve`, `reconcile`, `threads`, `keys`) and,
+handed to them by the composition point (`writegate.console`), the demo's `writegate
+demo` and `writegate chat`.
 
 Turns writegate's machine values into something a person can read: an approval
 request (the interrupt value) as a preview table, a receipt, a structured error, the
@@ -26,7 +27,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from writegate.approval.canonical import to_rfc3339
 from writegate.approval.errors import WritegateError
+from writegate.approval.views import ProposalView
 from writegate.approval.wire import as_executed
 from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.migrate import MigrationError
@@ -93,6 +96,17 @@ def preview_table(request: Mapping[str, Any]) -> Table:
     table.add_row("expires", inert(request.get("expires_at", "")), "")
     table.add_row("proposal", inert(request.get("proposal_id", "")), "")
     return table
+
+
+def proposal_table(view: ProposalView) -> Table:
+    """A proposal as its question shows it (`preview_table`), from the ledger's view."""
+    return preview_table({
+        "operation": view.operation,
+        "resource": view.resource,
+        "preview": view.preview,
+        "expires_at": to_rfc3339(view.expires_at),
+        "proposal_id": view.proposal_id,
+    })  # fmt: skip
 
 
 def expiry_text(value: Any) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from tests.integration.library_helpers import (
@@ -37,6 +37,7 @@ from tests.integration.library_helpers import (
 )
 from writegate import Writegate
 from writegate.graph.identity import MissingIdentity
+from writegate.testing import ScriptedChatModel
 
 OTHER = "user_other"
 FORGED = {"user_id": OTHER, "tenant_id": "tenant_other"}
@@ -211,3 +212,19 @@ def test_the_interrupt_value_is_the_same_for_the_three_ways_in(wg: Writegate) ->
         shapes[name] = _shape(interrupt.value, account)
     assert shapes["middleware"] == shapes["tool_node"] == shapes["build_agent"]
     assert '"action_requests"' in shapes["tool_node"] and '"respond_with"' in shapes["tool_node"]
+
+
+class _BoundAlready(ScriptedChatModel):
+    """A model its caller bound to the tools with options of their own."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        raise AssertionError("build_agent bound the model again")
+
+
+def test_build_agent_uses_a_model_bound_already_as_it_is(wg: Writegate) -> None:
+    model = _BoundAlready(script=[AIMessage("hello")])
+    with pytest.raises(AssertionError, match="bound the model again"):
+        wg.build_agent(model)
+    agent = wg.build_agent(model, bind_tools=False)
+    out = agent.invoke({"messages": [HumanMessage("hi")]}, run_config(thread()))
+    assert out["messages"][-1].text == "hello"

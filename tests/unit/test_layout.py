@@ -28,14 +28,16 @@ ALLOWED: dict[str, set[str]] = {
     "testing": {"approval", "tools", "checkpoints", "runtime", "graph"},
     # The ways in. An application they serve is handed to them as a value, never imported.
     "surfaces": {"approval", "tools", "checkpoints", "runtime", "graph"},
-    # The demo application, on the public face (`writegate`, and `writegate.testing`,
-    # whose `ScriptedChatModel` its scripted model extends). Still reaches below it for
-    # its runtime (a `Runtime` with its provider; tests/unit/test_demo_face.py pins each
-    # name); never approval's, the tools', the checkpoints' or graph's internals, never
-    # the surfaces.
+    # The demo application and its own commands (`demo/cli/`), on the public face
+    # (`writegate`, and `writegate.testing`, whose `ScriptedChatModel` its scripted model
+    # extends). Still reaches below it for its runtime (a `Runtime` with its provider;
+    # tests/unit/test_demo_face.py pins each name); never approval's, the tools', the
+    # checkpoints' or graph's internals, never the surfaces: its commands are handed the
+    # command line they join (`demo/cli/kit.py`).
     "demo": {"runtime", "testing"},
-    # The `writegate` command composed: the surfaces' commands and the demo's own.
-    "console": {"approval", "tools", "checkpoints", "runtime", "graph", "surfaces", "demo"},
+    # The `writegate` command composed, and nothing else: the surfaces' commands and the
+    # demo's, which it hands the surfaces' consoles and rendering.
+    "console": {"surfaces", "demo"},
     "bench": {
         "approval", "tools", "checkpoints", "runtime", "graph", "surfaces", "testing", "demo"
     },
@@ -212,6 +214,18 @@ def _defines_class_using(path: Path, attr: str) -> bool:
         ):
             return True
     return False
+
+
+def test_console_composes_the_command_and_holds_no_command_of_its_own() -> None:
+    """A command is a surface's (`surfaces/cli/`) or the demo's (`demo/cli/`); console/
+    only lists them (no `@app.command`, no `typer.Option` of its own)."""
+    for path in sorted((ROOT / "console").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}"
+            assert not named.endswith((".command", ".add_typer", "Option", "Argument")), (
+                f"{where} declares a command ({named}): put it in surfaces/cli or demo/cli"
+            )
 
 
 def test_audit_rows_are_built_only_by_the_builders_in_approval_audit() -> None:

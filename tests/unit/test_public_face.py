@@ -30,7 +30,8 @@ WRITEGATE = [
     "write_tool",
     "describe_currency", "format_minor", "MigrationList", "apply_migrations",
     "second_approval_run",
-    "resolve_database_url", "setup_database", "Pool", "open_pool", "server_agent",
+    "resolve_database_url", "describe_database", "setup_database", "Pool", "open_pool",
+    "server_agent",
     "openai_chat_model", "describe_openai_model",
 ]  # fmt: skip
 TESTING = [

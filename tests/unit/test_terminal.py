@@ -18,6 +18,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from rich.console import Console, RenderableType
 
+from writegate import ProposalView
 from writegate.approval.models import Proposal, ProposalStatus
 from writegate.approval.wire import approval_request
 from writegate.surfaces.cli import admin as cli_admin
@@ -29,6 +30,7 @@ from writegate.surfaces.cli.render import (
     error_panel,
     message_renderable,
     preview_table,
+    proposal_table,
     receipt_panel,
 )
 
@@ -99,6 +101,13 @@ def test_the_preview_and_confirmation_tables_show_hostile_text_inert() -> None:
     )
     assert_inert(screen)
     assert "amount_minor: ¥6.00" in screen  # shown, on the reason's own line, not redrawn
+
+
+def test_a_proposal_view_shows_as_its_question_does() -> None:
+    proposal = hostile_proposal()
+    shown = _screen(proposal_table(ProposalView.of(proposal)))
+    assert shown == _screen(preview_table(approval_request(proposal)))
+    assert_inert(shown)
 
 
 def test_writegate_confirm_prints_the_preview_inert(capsys: pytest.CaptureFixture[str]) -> None:
