@@ -19,7 +19,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres import PostgresSaver
 
-from writegate.demo.runtime import DemoRuntime
+from writegate.demo.provider import ProviderClient
+from writegate.runtime.wiring import Runtime
 
 
 class Recorder:
@@ -88,13 +89,13 @@ class TimedSaver(PostgresSaver):
         timed(super().put_writes, self.recorder, "ckpt_writes")(config, writes, task_id, task_path)
 
 
-def timed_saver(runtime: DemoRuntime, recorder: Recorder) -> TimedSaver:
+def timed_saver(runtime: Runtime, recorder: Recorder) -> TimedSaver:
     saver = TimedSaver(runtime.pool)
     saver.recorder = recorder
     return saver
 
 
-def instrument_runtime(runtime: DemoRuntime, recorder: Recorder) -> None:
+def instrument_runtime(runtime: Runtime, provider: ProviderClient, recorder: Recorder) -> None:
     """Time the ledger calls the graph makes, and the provider call inside execute.
 
     Every path a write may take: the graph's one-transaction confirm and execute, the
@@ -107,7 +108,6 @@ def instrument_runtime(runtime: DemoRuntime, recorder: Recorder) -> None:
         setattr(executor, name, timed(getattr(executor, name), recorder, "ledger"))
     presented = runtime.presented
     setattr(presented, "record", timed(presented.record, recorder, "ledger"))  # noqa: B010
-    provider = runtime.provider
     setattr(provider, "refund", timed(provider.refund, recorder, "provider"))  # noqa: B010
 
 

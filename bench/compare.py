@@ -18,7 +18,8 @@ from writegate.bench.attribution import Recorder, breakdown, instrument_runtime,
 from writegate.bench.db import Orders
 from writegate.bench.stats import ratio_spread, summary_ms
 from writegate.bench.workload import Durability, GraphRunner, Kind
-from writegate.demo.runtime import open_demo
+from writegate.checkpoints.pool import open_pool
+from writegate.demo.runtime import default_provider, open_demo
 
 WARMUP = 5
 TARGET_RATIO = 1.20
@@ -36,7 +37,7 @@ def run_interleaved(
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """`ops` writes through each graph, interleaved on one runtime, after a warm-up:
     wall seconds and process CPU seconds per write, per graph, paired by index."""
-    with open_demo(url, setup=False) as runtime:
+    with open_demo(url, setup=False).runtime as runtime:
         orders = Orders(runtime.pool, prefix)
         orders.reserve(len(kinds) * (ops + WARMUP))
         runners = {k: GraphRunner(k, runtime, orders) for k in kinds}
@@ -129,8 +130,10 @@ def run_attribution(url: str, ops: int, advance: Callable[[], None]) -> dict[str
     """Per durability mode: mean per-operation components for both graphs, interleaved."""
     modes: dict[str, Any] = {}
     recorder = Recorder()
-    with open_demo(url, setup=False) as runtime:
-        instrument_runtime(runtime, recorder)
+    pool = open_pool(url, max_size=10)  # as `open_demo` opens it: the provider shares it
+    provider = default_provider(pool)  # timed: the one the runtime's tools call
+    with open_demo(url, setup=False, provider=provider, pool=pool).runtime as runtime:
+        instrument_runtime(runtime, provider, recorder)
         saver = timed_saver(runtime, recorder)
         orders = Orders(runtime.pool, "attr")
         orders.reserve(2 * len(get_args(Durability)) * (ops + 2))
@@ -139,6 +142,7 @@ def run_attribution(url: str, ops: int, advance: Callable[[], None]) -> dict[str
                 "baseline",
                 runtime,
                 orders,
+                provider=provider,
                 checkpointer=saver,
                 on_domain=lambda s: recorder.add("domain", s),
             ),

@@ -18,10 +18,11 @@ from typing import Any
 
 from writegate.bench.counting import Tally, counting_connection_class
 from writegate.bench.db import BenchServer, Orders, disable_autovacuum, open_bench_pool
-from writegate.bench.workload import GraphRunner, ledger_op, token_ledger_op
+from writegate.bench.workload import GraphRunner, Kind, ledger_op, token_ledger_op
 from writegate.checkpoints.pool import Pool
 from writegate.demo.provider import SimulatedProvider
-from writegate.demo.runtime import DemoRuntime, open_demo
+from writegate.demo.runtime import open_demo
+from writegate.runtime.wiring import Runtime
 
 TARGET_LEDGER_COMMITS = 3  # propose; decide + consume + claim; record
 # `ledger`: the confirm taken server-side (the graph's path); `ledger_token`: the
@@ -30,11 +31,11 @@ LEDGER_OPS = {"ledger": ledger_op, "ledger_token": token_ledger_op}
 PATHS = ("ledger", "ledger_token", "writegate", "baseline")
 
 
-def runtime_on(url: str, pool: Pool) -> DemoRuntime:
+def runtime_on(url: str, pool: Pool) -> Runtime:
     """The demo's wiring on a pool the bench made (here: a counting one), tombstone
-    checks included."""
+    checks included; its provider is the simulator on that pool."""
     provider = SimulatedProvider(pool=pool)
-    return open_demo(url, setup=False, provider=provider, pool=pool)
+    return open_demo(url, setup=False, provider=provider, pool=pool).runtime
 
 
 def _count_path(server: BenchServer, url: str, path: str, orders: Orders, n: int) -> dict[str, Any]:
@@ -50,9 +51,8 @@ def _count_path(server: BenchServer, url: str, path: str, orders: Orders, n: int
             for i in range(n):
                 LEDGER_OPS[path](runtime, orders, f"count-{path}-{i}")
         else:
-            runner = GraphRunner(
-                "writegate" if path == "writegate" else "baseline", runtime, orders
-            )
+            kind: Kind = "writegate" if path == "writegate" else "baseline"
+            runner = GraphRunner(kind, runtime, orders, provider=SimulatedProvider(pool=pool))
             for i in range(n):
                 runner.op(f"count-{path}-{i}")
     finally:
@@ -86,7 +86,7 @@ def _count_path(server: BenchServer, url: str, path: str, orders: Orders, n: int
 def run_counts(server: BenchServer, n: int, advance: Callable[[], None]) -> dict[str, Any]:
     url = server.create("count")
     try:
-        with open_demo(url, setup=False, max_connections=2) as seeding:
+        with open_demo(url, setup=False, max_connections=2).runtime as seeding:
             orders = Orders(seeding.pool, "cnt", chunk=n * len(PATHS) + 10)
             orders.reserve(n * len(PATHS) + 10)
         disable_autovacuum(url)

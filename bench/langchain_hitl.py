@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from writegate.bench.baseline import refund_tool
 from writegate.checkpoints.pool import Pool
 from writegate.demo.provider import ProviderClient
-from writegate.demo.runtime import DemoRuntime
+from writegate.runtime.wiring import Runtime
 from writegate.runtime.writegate import Writegate
 
 APPROVE = {"decisions": [{"type": "approve"}]}
@@ -64,7 +64,10 @@ def build_langchain_hitl(
 
 
 def build_writegate_middleware(
-    runtime: DemoRuntime, model: Runnable[Any, Any], checkpointer: BaseCheckpointSaver[Any]
+    runtime: Runtime,
+    provider: ProviderClient,
+    model: Runnable[Any, Any],
+    checkpointer: BaseCheckpointSaver[Any],
 ) -> Any:
     from langchain.agents import create_agent
 
@@ -72,7 +75,7 @@ def build_writegate_middleware(
     chat_model: Any = model
     return create_agent(
         chat_model,
-        [refund_tool(runtime.pool, runtime.provider)],
+        [refund_tool(runtime.pool, provider)],
         middleware=[middleware],
         checkpointer=checkpointer,
         name="writegate_middleware",

@@ -53,7 +53,7 @@ def _timed_threads(n: int, seconds: float, work: Callable[[int, int], float]) ->
 
 
 def _run_level(url: str, n: int, seconds: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    with open_demo(url, setup=False, max_connections=n + 2) as runtime:
+    with open_demo(url, setup=False, max_connections=n + 2).runtime as runtime:
         orders = Orders(runtime.pool, f"led{n}_", chunk=2000)
         orders.reserve(2000)
         ledger_op(runtime, orders, f"ledger-warm-{n}")

@@ -91,7 +91,7 @@ def run_profile(url: str, ops: int, advance: Callable[[], None]) -> dict[str, An
     if langchain_hitl.available():
         kinds = (*kinds, "langchain_hitl", "writegate_middleware")
     out: dict[str, Any] = {"method": __doc__.split("\n\n")[1].replace("\n", " ") if __doc__ else ""}
-    with open_demo(url, setup=False) as runtime:
+    with open_demo(url, setup=False).runtime as runtime:
         orders = Orders(runtime.pool, "prof")
         orders.reserve(len(kinds) * (ops + 3))
         for kind in kinds:

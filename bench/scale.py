@@ -225,7 +225,10 @@ def _measure(server: BenchServer, n: int) -> dict[str, Any]:
     """In a database of its own: n proposals, then the probes, the sweep and the drain."""
     url = server.create(f"scale_{n}")
     try:
-        with open_demo(url, setup=False, max_connections=4) as runtime, connect(url) as conn:
+        with (
+            open_demo(url, setup=False, max_connections=4).runtime as runtime,
+            connect(url) as conn,
+        ):
             seeding = time.perf_counter()
             seed(runtime, n)
             seeded = time.perf_counter() - seeding

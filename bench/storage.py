@@ -47,7 +47,7 @@ def _delta(before: dict[str, int], after: dict[str, int], n: int) -> dict[str, f
 
 def per_operation(url: str, n: int, advance: Callable[[], None]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with open_demo(url, setup=False) as runtime, connect(url) as conn:
+    with open_demo(url, setup=False).runtime as runtime, connect(url) as conn:
         orders = Orders(runtime.pool, "sto")
         orders.reserve(2 * n + 10)
         for kind in ("baseline", "writegate"):
@@ -67,7 +67,7 @@ def one_thread(url: str, n: int, prune: bool, advance: Callable[[], None]) -> di
     thread = f"one-thread-{'pruned' if prune else 'kept'}"
     every = max(n // SAMPLES, 1)
     curve, prune_s = [], []
-    with open_demo(url, setup=False) as runtime, connect(url) as conn:
+    with open_demo(url, setup=False).runtime as runtime, connect(url) as conn:
         orders = Orders(runtime.pool, f"one{int(prune)}_")
         orders.reserve(n + 1)
         runner = GraphRunner(kind, runtime, orders)

@@ -85,7 +85,7 @@ def run_storm(url: str, n: int, rounds: int, advance: Callable[[], None]) -> dic
     workers = [_worker(url) for _ in range(n)]
     results = []
     try:
-        with open_demo(url, setup=False, max_connections=2) as runtime:
+        with open_demo(url, setup=False, max_connections=2).runtime as runtime:
             orders = Orders(runtime.pool, "storm", chunk=rounds)
             for r in range(rounds):
                 order = orders.take()

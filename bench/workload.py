@@ -30,9 +30,11 @@ from writegate.bench.langchain_hitl import (
     build_writegate_middleware,
 )
 from writegate.demo.prompt import DEMO_PROMPT
-from writegate.demo.runtime import DemoRuntime
+from writegate.demo.provider import ProviderClient
+from writegate.demo.runtime import default_provider
 from writegate.graph.build import build_graph
 from writegate.graph.scripted import ScriptedChatModel
+from writegate.runtime.wiring import Runtime
 
 Kind = Literal["baseline", "writegate", "langchain_hitl", "writegate_middleware"]
 Durability = Literal["sync", "async", "exit"]
@@ -58,9 +60,10 @@ class GraphRunner:
     def __init__(
         self,
         kind: Kind,
-        runtime: DemoRuntime,
+        runtime: Runtime,
         orders: Orders,
         *,
+        provider: ProviderClient | None = None,
         checkpointer: BaseCheckpointSaver[Any] | None = None,
         on_domain: Callable[[float], None] | None = None,
     ) -> None:
@@ -70,21 +73,19 @@ class GraphRunner:
         self.calls = 0
         self.last_cpu = 0.0  # CPU seconds of this whole process during the last operation
         saver = checkpointer or runtime.checkpointer
+        # the runtime's own provider when given, else the one `open_demo` chose for it
+        provider = provider or default_provider(runtime.pool)
         self.graph: CompiledStateGraph[Any, Any, Any, Any]
         if kind == "writegate":
             self.graph = build_graph(
                 runtime, model=self.model, checkpointer=saver, system_prompt=DEMO_PROMPT
             )
         elif kind == "writegate_middleware":
-            self.graph = build_writegate_middleware(runtime, self.model, saver)
+            self.graph = build_writegate_middleware(runtime, provider, self.model, saver)
         elif kind == "langchain_hitl":
-            self.graph = build_langchain_hitl(
-                runtime.pool, runtime.provider, self.model, saver, on_domain
-            )
+            self.graph = build_langchain_hitl(runtime.pool, provider, self.model, saver, on_domain)
         else:
-            self.graph = build_baseline(
-                runtime.pool, runtime.provider, self.model, saver, on_domain
-            )
+            self.graph = build_baseline(runtime.pool, provider, self.model, saver, on_domain)
 
     def op(self, thread_id: str, *, durability: Durability = "async", trim: bool = False) -> float:
         """One write operation; returns its wall time in seconds.
@@ -138,7 +139,7 @@ class GraphRunner:
             raise RuntimeError(f"a benchmark operation did not succeed: {results[-1:]}")
 
 
-def _propose(runtime: DemoRuntime, orders: Orders, thread_id: str) -> str:
+def _propose(runtime: Runtime, orders: Orders, thread_id: str) -> str:
     proposal = runtime.service.propose(
         IDENTITY,
         thread_id=thread_id,
@@ -149,7 +150,7 @@ def _propose(runtime: DemoRuntime, orders: Orders, thread_id: str) -> str:
     return proposal.proposal_id
 
 
-def ledger_op(runtime: DemoRuntime, orders: Orders, thread_id: str) -> float:
+def ledger_op(runtime: Runtime, orders: Orders, thread_id: str) -> float:
     """The protocol without LangGraph, as server-side code that takes the confirm runs
     it: propose; confirm and execute in one transaction; record. Returns seconds."""
     started = time.perf_counter()
@@ -161,7 +162,7 @@ def ledger_op(runtime: DemoRuntime, orders: Orders, thread_id: str) -> float:
     return elapsed
 
 
-def token_ledger_op(runtime: DemoRuntime, orders: Orders, thread_id: str) -> float:
+def token_ledger_op(runtime: Runtime, orders: Orders, thread_id: str) -> float:
     """The same with the token presented, as HTTP and MCP clients do: the confirm
     returns the secret to the client, so it commits on its own. Returns seconds."""
     started = time.perf_counter()

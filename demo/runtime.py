@@ -1,4 +1,5 @@
-"""The demo application's runtime: writegate's core over the demo domain's tools.
+"""The demo application opened: writegate's core over the demo domain's tools, through
+the public entry (`Writegate.open`), as the `Writegate` it returns.
 
 What the demo commands (`writegate demo`, `chat`), the commands that serve it on its
 database (`serve`, `mcp`, `reconcile`, ..., through `demo/served.py`), the Studio
@@ -13,7 +14,7 @@ execution lease (WRITEGATE_EXECUTION_LEASE_SECONDS) and the deadline per call
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -31,25 +32,17 @@ from writegate.demo.prompt import DEMO_PROMPT
 from writegate.demo.provider import ProviderClient, SimulatedProvider
 from writegate.demo.provider_http import HttpProvider
 from writegate.demo.schema import setup_demo
-from writegate.runtime.wiring import Runtime
 
 LEASE_ENV = "WRITEGATE_EXECUTION_LEASE_SECONDS"
 CALL_TIMEOUT_ENV = "WRITEGATE_CALL_TIMEOUT_SECONDS"
 PROVIDER_ENV = "WRITEGATE_PROVIDER_URL"
 
 
-@dataclass
-class DemoRuntime(Runtime):
-    """A runtime over the demo's tools, with the provider its refunds go to."""
-
-    provider: ProviderClient = field(kw_only=True)
-
-    def agent(self) -> Any:
-        """The demo's agent over this runtime: its model (bound to the tools as it binds
-        them), its prompt, and this runtime's checkpointer (`writegate demo`, `chat`)."""
-        model = demo_chat_model(self.registry.openai_tools())
-        wg = Writegate(self, [])
-        return wg.build_agent(model, system_prompt=DEMO_PROMPT, bind_tools=False)
+def demo_agent(wg: Writegate) -> Any:
+    """The demo's agent over `wg` (one `open_demo` opened): its model (bound to the tools
+    as it binds them), its prompt, and `wg`'s checkpointer (`writegate demo`, `chat`)."""
+    model = demo_chat_model(wg.runtime.registry.openai_tools())
+    return wg.build_agent(model, system_prompt=DEMO_PROMPT, bind_tools=False)
 
 
 def retry_from_env() -> RetryPolicy | None:
@@ -79,34 +72,15 @@ def open_demo(
     max_connections: int = 10,
     pool: Pool | None = None,
     **options: Any,
-) -> DemoRuntime:
+) -> Writegate:
     """Open the demo on `url` (resolved as the CLI does when None) through the public
     entry, `Writegate.open`, over the demo's tools: its tables set up unless
     `setup=False`; `options` go to `Writegate.open` (policy, retry, step_hook, ...); the
     policy is the demo's own (`demo/policy.toml`) unless one is given. The pool is opened
     here because the simulated provider shares it (`pool`: one already open on `url`,
-    the bench's counting pool)."""
-    wg, provider = _open(url, setup, provider, max_connections, pool, options)
-    given = {f.name: getattr(wg.runtime, f.name) for f in fields(Runtime)}
-    own = {"system_prompt": DEMO_PROMPT, "chat_model": demo_chat_model}
-    return DemoRuntime(**{**given, **own}, provider=provider)
-
-
-def open_demo_writegate(url: str | None = None) -> Writegate:
-    """The demo opened as `open_demo(url)` opens it, as the `Writegate` over its tools
-    (the Studio entry's, `demo/studio.py`)."""
-    wg, _ = _open(url, True, None, 10, None, {})
-    return wg
-
-
-def _open(
-    url: str | None,
-    setup: bool,
-    provider: ProviderClient | None,
-    max_connections: int,
-    pool: Pool | None,
-    options: dict[str, Any],
-) -> tuple[Writegate, ProviderClient]:
+    the bench's counting pool). `provider`: where the refunds go, kept by the caller
+    that reads it back (None: `default_provider`'s). Its runtime carries the demo's
+    prompt and model, for the agent the commands that serve it build."""
     if options.get("policy") is None:
         options["policy"] = demo_policy()  # before the database: a bad file stops here
     url = url or resolve_database_url()
@@ -116,4 +90,5 @@ def _open(
     provider = provider or default_provider(pool)
     options.setdefault("retry", retry_from_env())
     wg = Writegate.open(url, tools=domain_tools(provider), setup=False, pool=pool, **options)
-    return wg, provider
+    runtime = replace(wg.runtime, system_prompt=DEMO_PROMPT, chat_model=demo_chat_model)
+    return Writegate(runtime, wg.tools)

@@ -16,7 +16,7 @@ from writegate import Policy
 from writegate.demo.schema import DEMO
 
 if TYPE_CHECKING:
-    from writegate.demo.runtime import DemoRuntime
+    from writegate import Writegate
 
 # The relations only a database the demo's migration list set up has (its version
 # table; the table older releases recorded it in).
@@ -59,7 +59,7 @@ class DemoApplication:
         provider_url: str | None,
         max_connections: int,
         step_hook: Callable[[str], None] | None,
-    ) -> DemoRuntime:
+    ) -> Writegate:
         from writegate.demo.policy import demo_policy
         from writegate.demo.provider_http import HttpProvider
         from writegate.demo.runtime import open_demo

@@ -30,7 +30,7 @@ from writegate import resolve_database_url, server_agent, setup_database
 from writegate.demo.domain import domain_tools
 from writegate.demo.model import demo_chat_model
 from writegate.demo.prompt import DEMO_PROMPT
-from writegate.demo.runtime import open_demo_writegate
+from writegate.demo.runtime import open_demo
 
 
 class _SchemaOnlyProvider:
@@ -55,7 +55,7 @@ def make_graph(url: str | None = None) -> Any:
     """The writegate agent over the demo opened on `url` on its first run, without a
     checkpointer, as a server wants it (`writegate.server_agent`)."""
     model = demo_chat_model(tool_specs())  # bound here so compiling opens nothing
-    return server_agent(lambda: open_demo_writegate(url), model, system_prompt=DEMO_PROMPT)
+    return server_agent(lambda: open_demo(url), model, system_prompt=DEMO_PROMPT)
 
 
 @asynccontextmanager

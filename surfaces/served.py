@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the command line imports this module before any command run
     from writegate.approval.policy import Policy
     from writegate.checkpoints.migrate import MigrationList
     from writegate.runtime.wiring import Runtime
+    from writegate.runtime.writegate import Writegate
     from writegate.tools.registry import Registry
 
 TOOLS_ENV = "WRITEGATE_TOOLS"
@@ -65,8 +66,9 @@ class Application(Protocol):
         provider_url: str | None,
         max_connections: int,
         step_hook: Callable[[str], None] | None,
-    ) -> Runtime:
-        """The runtime over its tools on `url`, its policy adjusted by `tune`.
+    ) -> Writegate:
+        """Its tools on `url` opened through the public entry (`Writegate.open`), its
+        policy adjusted by `tune`; the runtime the commands serve is its `runtime`.
         `provider_url`: its downstream service's address, when the command was given
         one (`reconcile --provider-url`)."""
         ...
@@ -142,7 +144,7 @@ def open_served(
             provider_url=provider_url,
             max_connections=max_connections,
             step_hook=hook,
-        )
+        ).runtime
     else:
         registry = Registry([])
     chosen = policy(load_policy())  # before the database: a bad file stops here

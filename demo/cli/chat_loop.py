@@ -21,9 +21,10 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command, Interrupt
 
+from writegate import Writegate
 from writegate.demo.cli.kit import CommandLine
 from writegate.demo.model import describe_demo_model
-from writegate.demo.runtime import DemoRuntime, open_demo
+from writegate.demo.runtime import demo_agent, open_demo
 
 QUIT = ("/quit", "/exit")
 
@@ -33,10 +34,10 @@ def run_chat(cli: CommandLine, thread: str | None, user: str, tenant: str) -> No
     thread_id = thread or f"chat-{uuid.uuid4().hex[:12]}"
     url = cli.database_url()
     with cli.reported_errors(cli.err_console):
-        runtime = open_demo(url)
-    with runtime:
-        _offer_demo_data(cli, runtime, tenant)
-        graph = runtime.agent()
+        wg = open_demo(url)
+    with wg:
+        _offer_demo_data(cli, wg, tenant)
+        graph = demo_agent(wg)
         config: Any = {"configurable": {"thread_id": thread_id, "user_id": user,
                                         "tenant_id": tenant}}  # fmt: skip
         shown_thread, who = cli.markup_safe(thread_id), cli.markup_safe(f"{user} in {tenant}")
@@ -49,13 +50,13 @@ def run_chat(cli: CommandLine, thread: str | None, user: str, tenant: str) -> No
         cli.console.print(f"bye. resume with: writegate chat --thread {shown_thread}")
 
 
-def _offer_demo_data(cli: CommandLine, runtime: DemoRuntime, tenant: str) -> None:
+def _offer_demo_data(cli: CommandLine, wg: Writegate, tenant: str) -> None:
     """Seed the demo tenant on first use of an empty database, else say how to."""
     from writegate.demo.seed import DEMO_TENANT, foreign_rows, has_demo_data, seed_demo
 
     if tenant != DEMO_TENANT:
         return
-    with runtime.pool.connection() as conn, conn.transaction():
+    with wg.runtime.pool.connection() as conn, conn.transaction():
         if has_demo_data(conn):
             return
         if foreign_rows(conn) == 0:

@@ -21,11 +21,11 @@ import typer
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from writegate import Confirm, Identity, ProposalView, WritegateError, describe_database
+from writegate import Confirm, Identity, ProposalView, Writegate, WritegateError, describe_database
 from writegate.demo.cli.kit import CommandLine
 from writegate.demo.model import describe_demo_model
-from writegate.demo.provider import SimulatedProvider
-from writegate.demo.runtime import DemoRuntime, open_demo
+from writegate.demo.provider import ProviderClient, SimulatedProvider
+from writegate.demo.runtime import default_provider, demo_agent, open_demo
 from writegate.demo.seed import create_demo_order, seed_demo
 
 TENANT = "tenant_hz"
@@ -51,8 +51,10 @@ def run_demo(cli: CommandLine) -> None:
         cli.reported_errors(cli.err_console),
         cli.console.status("Preparing the database and demo data"),
     ):
-        runtime = open_demo(url)
-        with runtime.pool.connection() as conn:
+        wg = open_demo(url)
+        # the provider open_demo chose: the simulator keeps its refunds in its table
+        provider = default_provider(wg.runtime.pool)
+        with wg.runtime.pool.connection() as conn:
             seed_demo(conn)
             # this run's own orders: every run starts from ¥199.00 refundable
             orders = (create_demo_order(conn, USER.user_id, "CNY", 19900),
@@ -60,35 +62,38 @@ def run_demo(cli: CommandLine) -> None:
     thread = f"demo-{uuid.uuid4().hex[:12]}"
     try:
         with cli.reported_errors(cli.err_console):
-            _graph_part(cli, runtime, thread, orders[0])
-            _protocol_part(cli, runtime, thread, orders)
+            _graph_part(cli, wg, provider, thread, orders[0])
+            _protocol_part(cli, wg, provider, thread, orders)
     except DemoFailed as exc:
         cli.console.print(f"[bold red]demo failed:[/bold red] {cli.markup_safe(exc)}")
         raise typer.Exit(1) from exc
     finally:
-        runtime.close()
+        wg.close()
 
 
 def _step(cli: CommandLine, title: str) -> None:
     cli.console.rule(f"[bold]{title}")
 
 
-def _refunds(runtime: DemoRuntime, order_id: str) -> int:
-    provider = runtime.provider
+def _refunds(provider: ProviderClient, order_id: str) -> int:
     if not isinstance(provider, SimulatedProvider):
         raise DemoFailed("the demo counts refunds in the simulated provider only")
     return provider.count_refunds(order_id)
 
 
-def _expect_refunds(cli: CommandLine, runtime: DemoRuntime, order_id: str, expected: int) -> None:
-    seen = _refunds(runtime, order_id)
+def _expect_refunds(
+    cli: CommandLine, provider: ProviderClient, order_id: str, expected: int
+) -> None:
+    seen = _refunds(provider, order_id)
     if seen != expected:
         raise DemoFailed(f"the provider saw {seen} refund(s) for {order_id}, expected {expected}")
     cli.console.print(f"[dim]provider refunds for {order_id}: {seen}[/dim]")
 
 
-def _graph_part(cli: CommandLine, runtime: DemoRuntime, thread: str, order: str) -> None:
-    graph = runtime.agent()
+def _graph_part(
+    cli: CommandLine, wg: Writegate, provider: ProviderClient, thread: str, order: str
+) -> None:
+    graph = demo_agent(wg)
     config: Any = {"configurable": {"thread_id": thread, "user_id": USER.user_id,
                                     "tenant_id": TENANT}}  # fmt: skip
     _step(cli, f"1. user_42 asks for a refund (thread {thread})")
@@ -102,7 +107,7 @@ def _graph_part(cli: CommandLine, runtime: DemoRuntime, thread: str, order: str)
     request = pending[0]
     _step(cli, "2. the preview the person sees (nothing has run yet)")
     cli.console.print(cli.preview_table(request.value))
-    _expect_refunds(cli, runtime, order, 0)
+    _expect_refunds(cli, provider, order, 0)
 
     _step(cli, '3. the person types "yes": free text is not a confirmation')
     out = graph.invoke(Command(resume={request.id: "yes"}), config)
@@ -110,7 +115,7 @@ def _graph_part(cli: CommandLine, runtime: DemoRuntime, thread: str, order: str)
     if not asked_again:
         raise DemoFailed('a free-text "yes" was not refused')
     cli.console.print(cli.error_panel(asked_again[0].value["error"], title="the question stands"))
-    _expect_refunds(cli, runtime, order, 0)
+    _expect_refunds(cli, provider, order, 0)
 
     _step(cli, "4. the person clicks confirm: the structured resume event")
     answer = {"action": "confirm", "proposal_id": request.value["proposal_id"]}
@@ -118,28 +123,34 @@ def _graph_part(cli: CommandLine, runtime: DemoRuntime, thread: str, order: str)
     before = len(out["messages"])
     out = graph.invoke(Command(resume={asked_again[0].id: answer}), config)
     cli.print_messages(cli.console, out["messages"][before:])
-    _expect_refunds(cli, runtime, order, 1)
+    _expect_refunds(cli, provider, order, 1)
 
     _step(cli, "5. the same confirm again (a double click)")
     before = len(out["messages"])
     out = graph.invoke(Command(resume={asked_again[0].id: answer}), config)
     added = len(out["messages"]) - before
     try:
-        runtime.service.decide(USER, Confirm(action="confirm", proposal_id=answer["proposal_id"]))
+        wg.runtime.service.decide(
+            USER, Confirm(action="confirm", proposal_id=answer["proposal_id"])
+        )
         raise DemoFailed("the ledger accepted a second confirmation of an executed proposal")
     except WritegateError as exc:
         cli.console.print(f"graph: {added} new message(s); ledger answers [bold]{exc.code}[/bold]")
-    _expect_refunds(cli, runtime, order, 1)
-    rows = runtime.store.audit_rows(TENANT, thread_id=thread)
+    _expect_refunds(cli, provider, order, 1)
+    rows = wg.runtime.store.audit_rows(TENANT, thread_id=thread)
     cli.console.print(cli.audit_table(rows, title=f"audit rows for thread {thread}"))
 
 
 def _protocol_part(
-    cli: CommandLine, runtime: DemoRuntime, thread: str, orders: tuple[str, str]
+    cli: CommandLine,
+    wg: Writegate,
+    provider: ProviderClient,
+    thread: str,
+    orders: tuple[str, str],
 ) -> None:
     first_order, protocol_order = orders
     _step(cli, f"6. protocol level: user_42 proposes and confirms a refund of {protocol_order}")
-    service, executor = runtime.service, runtime.executor
+    service, executor = wg.runtime.service, wg.runtime.executor
     args = {"order_id": protocol_order, **PROTOCOL_REFUND}
     proposal = service.propose(USER, thread_id=f"{thread}-protocol", tool_call_id="replay-demo",
                                tool_name="refund_order", raw_args=args)  # fmt: skip
@@ -170,19 +181,20 @@ def _protocol_part(
 
     for label, identity in REPLAYERS:
         present(label, identity)
-    _expect_refunds(cli, runtime, protocol_order, 0)
+    _expect_refunds(cli, provider, protocol_order, 0)
     present("user_42 presents the token", USER)
-    _expect_refunds(cli, runtime, protocol_order, 1)
+    _expect_refunds(cli, provider, protocol_order, 1)
     present("user_42 presents the same token again", USER)
     present("user_7 presents it after the success", REPLAYERS[0][1])
     if refused != ["subject_mismatch", "tenant_mismatch", "already_consumed", "subject_mismatch"]:
         raise DemoFailed(f"unexpected refusals: {refused}")
-    rows = [*runtime.store.audit_rows(TENANT, proposal_id=proposal.proposal_id),
-            *runtime.store.audit_rows("tenant_sh", proposal_id=proposal.proposal_id)]  # fmt: skip
+    store = wg.runtime.store
+    rows = [*store.audit_rows(TENANT, proposal_id=proposal.proposal_id),
+            *store.audit_rows("tenant_sh", proposal_id=proposal.proposal_id)]  # fmt: skip
     cli.console.print(cli.audit_table(rows, title=f"audit rows for {proposal.proposal_id}"))
 
     _step(cli, "7. what reached the provider")
-    first, second = _refunds(runtime, first_order), _refunds(runtime, protocol_order)
+    first, second = _refunds(provider, first_order), _refunds(provider, protocol_order)
     if (first, second) != (1, 1):
         raise DemoFailed(
             f"provider saw {first} refund(s) for {first_order}, {second} for {protocol_order}"

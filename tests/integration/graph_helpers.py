@@ -53,7 +53,7 @@ def open_graph_runtime(create_database: Callable[[], str], **options: Any) -> It
     """A fresh database with schema and demo data, and a Runtime on it."""
     url = create_database()
     setup_app(url)
-    runtime = open_demo(url, setup=False, **options)
+    runtime = open_demo(url, setup=False, **options).runtime
     try:
         with runtime.pool.connection() as conn:
             seed_demo(conn)
@@ -139,9 +139,7 @@ def tool_content(message: ToolMessage) -> dict[str, Any]:
 
 def refunds_at_provider(runtime: Runtime, order_id: str) -> int:
     """How many refunds for this order reached the payment provider."""
-    provider = runtime.provider
-    assert isinstance(provider, SimulatedProvider)
-    return provider.count_refunds(order_id)
+    return SimulatedProvider(pool=runtime.pool).count_refunds(order_id)
 
 
 def provider_amounts(runtime: Runtime, order_id: str) -> list[int]:

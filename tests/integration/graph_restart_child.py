@@ -28,7 +28,7 @@ from writegate.demo.runtime import open_demo
 
 
 def main(mode: str, thread_id: str, arg: str) -> None:
-    runtime = open_demo(setup=False)  # DATABASE_URL, as the parent set it
+    runtime = open_demo(setup=False).runtime  # DATABASE_URL, as the parent set it
     try:
         if mode == "start":
             graph = scripted_graph(runtime, [refund_call(arg)], "done")

@@ -12,6 +12,8 @@ from tests.app_db import setup_app
 from writegate.bench.attribution import Recorder, instrument_runtime
 from writegate.bench.db import Orders
 from writegate.bench.workload import GraphRunner
+from writegate.checkpoints.pool import open_pool
+from writegate.demo.provider import SimulatedProvider
 from writegate.demo.runtime import open_demo
 
 
@@ -19,8 +21,10 @@ def test_every_ledger_call_of_a_graph_write_is_timed(create_database: Callable[[
     url = create_database()
     setup_app(url)
     recorder = Recorder()
-    with open_demo(url, setup=False) as runtime:
-        instrument_runtime(runtime, recorder)
+    pool = open_pool(url)
+    provider = SimulatedProvider(pool=pool)
+    with open_demo(url, setup=False, provider=provider, pool=pool).runtime as runtime:
+        instrument_runtime(runtime, provider, recorder)
         orders = Orders(runtime.pool, "attr_test")
         orders.reserve(2)
         runner = GraphRunner("writegate", runtime, orders)

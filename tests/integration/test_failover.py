@@ -62,7 +62,7 @@ def test_every_path_follows_the_new_primary_without_a_restart() -> None:
     try:
         url = cluster.create_database("writegate_paths")
         setup_app(url)  # migrations over the multi-host URL: on the primary
-        rt = open_demo(url, setup=False)
+        rt = open_demo(url, setup=False).runtime
         store = HttpStore(rt.pool, url)
         config = {"configurable": {"thread_id": "t-paths", "checkpoint_ns": ""}}
         try:

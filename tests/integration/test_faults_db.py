@@ -149,7 +149,7 @@ def module_world(create_database: Callable[[], str], test_server_url: str) -> It
     direct = open_pool(db)
     rt = open_demo(
         proxy.url(db), setup=False, provider=provider.client(), retry=RETRY, step_hook=hooks
-    )
+    ).runtime
     rt.pool.timeout = POOL_WAIT_S
     # The proxy recognises a statement by its text, which a prepared statement sends only
     # the first time on each connection: send the text every time (new connections).

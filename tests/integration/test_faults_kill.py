@@ -222,7 +222,7 @@ def test_killed_after_recording_before_the_checkpoint_resumes_to_the_receipt(wor
     assert world.effects(order) == 1
 
     # A new process resumes the thread from its last checkpoint.
-    with open_demo(world.db, setup=False, provider=world.provider.client()) as rt:
+    with open_demo(world.db, setup=False, provider=world.provider.client()).runtime as rt:
         graph = build_graph(
             rt, model=ScriptedChatModel(script=_done_replies()), checkpointer=rt.checkpointer
         )

@@ -111,7 +111,7 @@ def test_postgres_restart_mid_run_every_write_once_and_a_paused_thread_resumes(c
 
     rt = open_demo(
         db, setup=False, provider=provider.client(timeout=5.0), retry=RETRY, step_hook=hook
-    )
+    ).runtime
     rt.pool.timeout = 2.0
     who = Identity(new_id("user"), new_id("tenant"))
     try:

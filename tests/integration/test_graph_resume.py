@@ -143,7 +143,7 @@ def test_decline_and_cancel_are_distinct_outcomes(
 
 def test_expiry_is_judged_on_the_server_clock_right_open(rt: Runtime) -> None:
     moment = [db_now(rt)]
-    pinned = open_demo(rt.url, setup=False, clock=lambda: moment[0], max_connections=2)
+    pinned = open_demo(rt.url, setup=False, clock=lambda: moment[0], max_connections=2).runtime
     try:
         thread, order = new_id("t"), new_order(rt)
         graph, asked = start_refund(pinned, thread, order)

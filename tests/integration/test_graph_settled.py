@@ -52,7 +52,7 @@ def rt(create_database: Callable[[], str], faults: FaultScript) -> Iterator[Runt
     setup_app(url)
     runtime = open_demo(
         url, setup=False, retry=NO_WAIT, provider=SimulatedProvider(url, faults=faults)
-    )
+    ).runtime
     try:
         yield runtime
     finally:

@@ -232,7 +232,7 @@ def test_a_thread_with_a_pending_approval_takes_no_new_message(
 
 
 def test_an_expired_approval_is_gone(url: str, alice: dict[str, str]) -> None:
-    runtime = open_demo(url, setup=False, policy=Policy(proposal_ttl=timedelta(seconds=1)))
+    runtime = open_demo(url, setup=False, policy=Policy(proposal_ttl=timedelta(seconds=1))).runtime
     try:
         with TestClient(create_app(runtime)) as client:
             order = new_order(url)
@@ -323,7 +323,7 @@ def test_a_second_click_while_the_first_executes_waits_for_it(
     url: str, alice: dict[str, str]
 ) -> None:
     gate = Gate()
-    runtime = open_demo(url, setup=False, provider=SimulatedProvider(url, faults=gate))
+    runtime = open_demo(url, setup=False, provider=SimulatedProvider(url, faults=gate)).runtime
     app = create_app(runtime, settings=Settings(decision_lock_wait_s=0.3))
     try:
         with ThreadServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:

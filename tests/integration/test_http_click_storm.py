@@ -82,7 +82,7 @@ def test_a_click_storm_stays_within_the_pools_and_refunds_once(
 ) -> None:
     url = seeded_database(create_database)
     alice = {"Authorization": "Bearer " + make_key(url, "user_42")}
-    runtime = open_demo(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
+    runtime = open_demo(url, setup=False, max_connections=RUNTIME_CONNECTIONS).runtime
     settings = Settings(decision_lock_wait_s=5.0, lock_connections=LOCK_CONNECTIONS)
     app = create_app(runtime, settings=settings)
     try:
@@ -127,7 +127,7 @@ def test_with_every_lock_session_taken_a_request_is_told_to_retry_not_500(
 ) -> None:
     url = seeded_database(create_database)
     alice = {"Authorization": "Bearer " + make_key(url, "user_42")}
-    runtime = open_demo(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
+    runtime = open_demo(url, setup=False, max_connections=RUNTIME_CONNECTIONS).runtime
     app = create_app(runtime, settings=Settings(lock_connections=1))
     try:
         with TestClient(app) as client:
@@ -164,7 +164,7 @@ def test_a_click_that_finds_the_thread_busy_waits_shared_and_gets_the_same_recei
     when it is released) and answers with the one receipt, as a replay."""
     url = seeded_database(create_database)
     alice = {"Authorization": "Bearer " + make_key(url, "user_42")}
-    runtime = open_demo(url, setup=False, max_connections=RUNTIME_CONNECTIONS)
+    runtime = open_demo(url, setup=False, max_connections=RUNTIME_CONNECTIONS).runtime
     app = create_app(runtime, settings=Settings(decision_lock_wait_s=60.0))
     try:
         with ThreadServer(app) as server, httpx.Client(base_url=server.url, timeout=60) as http:

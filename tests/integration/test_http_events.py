@@ -76,7 +76,7 @@ def test_every_streamed_event_matches_its_documented_schema(client: TestClient, 
 @pytest.fixture(scope="module")
 def replicas(url: str) -> Iterator[tuple[str, str]]:
     """Two servers with their own runtimes (pools) on one database: two replicas."""
-    first, second = open_demo(url, setup=False), open_demo(url, setup=False)
+    first, second = open_demo(url, setup=False).runtime, open_demo(url, setup=False).runtime
     with ThreadServer(create_app(first)) as a, ThreadServer(create_app(second)) as b:
         yield a.url, b.url
     first.close()

@@ -42,7 +42,7 @@ def key(url: str) -> str:
 
 @pytest.fixture(scope="module")
 def site(url: str) -> Iterator[str]:
-    runtime = open_demo(url, setup=False)
+    runtime = open_demo(url, setup=False).runtime
     try:
         with ThreadServer(create_app(runtime)) as server:
             yield server.url

@@ -175,7 +175,7 @@ def ask_for_refund(client: TestClient, headers: dict[str, str], url: str) -> tup
 def seeded(create_database: Callable[[], str]) -> Iterator[Seeded]:
     print(f"schemathesis seed {SEED} (set WRITEGATE_SCHEMA_SEED to change it)")
     url = seeded_database(create_database)
-    runtime = open_demo(url, setup=False)
+    runtime = open_demo(url, setup=False).runtime
     APP.state.wg = Services.build(runtime, Settings())
     headers = {"Authorization": "Bearer " + make_key(url, "user_42", roles=("approver",))}
     client = TestClient(APP)

@@ -72,7 +72,7 @@ def test_mcp_elicitation_and_results_show_the_address_inert(hostile_url: str) ->
 
 def _over_http(url: str) -> tuple[str, dict[str, Any]]:
     """Propose a refund of ord_1001 through the HTTP service; its id and its view."""
-    runtime = open_demo(url, setup=False)
+    runtime = open_demo(url, setup=False).runtime
     try:
         who = {"Authorization": "Bearer " + make_key(url, "user_42")}
         with TestClient(create_app(runtime)) as client:

@@ -36,7 +36,7 @@ def keys() -> Callable[..., Result]:
 
 @pytest.fixture(scope="module")
 def client(url: str) -> Iterator[TestClient]:
-    runtime = open_demo(url, setup=False)
+    runtime = open_demo(url, setup=False).runtime
     with TestClient(create_app(runtime)) as test_client:
         yield test_client
     runtime.close()

@@ -31,6 +31,7 @@ from writegate.approval.models import Identity, Receipt
 from writegate.approval.service import ApprovalService, Policy
 from writegate.approval.store import CallLookup
 from writegate.checkpoints.ledger import PgLedgerStore, PgLedgerTx
+from writegate.demo.provider import SimulatedProvider
 from writegate.demo.runtime import open_demo
 from writegate.runtime.wiring import Runtime
 
@@ -59,7 +60,7 @@ def ledger_db(create_database: Callable[[], str]) -> str:
 
 @pytest.fixture(scope="module")
 def rt(ledger_db: str) -> Iterator[Runtime]:
-    runtime = open_demo(ledger_db, max_connections=WORKERS + 4)
+    runtime = open_demo(ledger_db, max_connections=WORKERS + 4).runtime
     yield runtime
     runtime.close()
 
@@ -72,7 +73,7 @@ def server_now(rt: Runtime):
 
 
 def provider_refunds(rt: Runtime, order_id: str) -> int:
-    return rt.provider.count_refunds(order_id)  # type: ignore[attr-defined]
+    return SimulatedProvider(pool=rt.pool).count_refunds(order_id)
 
 
 def race(rt: Runtime, token: str) -> tuple[Counter[str], set[str]]:
@@ -205,7 +206,7 @@ def test_each_refused_unknown_token_leaves_one_audit_row_with_its_code(rt):
 
 def test_token_is_expired_at_exactly_its_expiry_on_the_server_clock(rt, ledger_db):
     clock = PinnedClock()
-    pinned = open_demo(ledger_db, setup=False, clock=clock)
+    pinned = open_demo(ledger_db, setup=False, clock=clock).runtime
     try:
         order_id = new_order(pinned)
         clock.at = server_now(pinned)
@@ -225,7 +226,7 @@ def test_token_is_expired_at_exactly_its_expiry_on_the_server_clock(rt, ledger_d
 
 def test_proposal_is_expired_at_exactly_its_expiry(rt, ledger_db):
     clock = PinnedClock()
-    pinned = open_demo(ledger_db, setup=False, clock=clock)
+    pinned = open_demo(ledger_db, setup=False, clock=clock).runtime
     try:
         order_id = new_order(pinned)
         clock.at = server_now(pinned)

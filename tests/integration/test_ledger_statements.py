@@ -31,31 +31,33 @@ from writegate.approval.models import (
     Token,
 )
 from writegate.approval.store import Claim, Locked
-from writegate.demo.runtime import DemoRuntime, open_demo
+from writegate.demo.provider import SimulatedProvider
+from writegate.demo.runtime import open_demo
+from writegate.runtime.wiring import Runtime
 
 
 @pytest.fixture(scope="module")
-def rt(create_database: Callable[[], str]) -> Iterator[DemoRuntime]:
+def rt(create_database: Callable[[], str]) -> Iterator[Runtime]:
     url = create_database()
     setup_app(url)
-    runtime = open_demo(url, max_connections=4)
+    runtime = open_demo(url, max_connections=4).runtime
     yield runtime
     runtime.close()
 
 
-def scalar(rt: DemoRuntime, query: str, *params: object) -> object:
+def scalar(rt: Runtime, query: str, *params: object) -> object:
     with rt.pool.connection() as conn:
         row = conn.execute(query, params).fetchone()
     assert row is not None
     return next(iter(row.values()))
 
 
-def status_of(rt: DemoRuntime, proposal_id: str) -> str:
+def status_of(rt: Runtime, proposal_id: str) -> str:
     query = "SELECT status FROM writegate.proposals WHERE proposal_id = %s"
     return str(scalar(rt, query, proposal_id))
 
 
-def audit_count(rt: DemoRuntime, thread_id: str) -> int:
+def audit_count(rt: Runtime, thread_id: str) -> int:
     query = "SELECT count(*) FROM writegate.audit WHERE thread_id = %s"
     return int(scalar(rt, query, thread_id))  # type: ignore[call-overload]
 
@@ -65,7 +67,7 @@ def audit(thread_id: str) -> AuditRecord:
 
 
 def test_a_guard_that_fails_raises_from_the_call_that_made_it_and_nothing_commits(
-    rt: DemoRuntime,
+    rt: Runtime,
 ) -> None:
     """A claim of a proposal that is no longer awaiting fails at `tx.claim(...)`, naming
     its guard; the audit row written before it in the same transaction is rolled back."""
@@ -94,7 +96,7 @@ def test_a_guard_that_fails_raises_from_the_call_that_made_it_and_nothing_commit
 
 
 def test_a_tools_code_given_the_connection_runs_inside_the_transaction(
-    rt: DemoRuntime,
+    rt: Runtime,
 ) -> None:
     with pytest.raises(RuntimeError, match="after the audit row"), rt.store.transaction() as tx:
         tx.insert_audit(audit("statements-domain"))
@@ -107,7 +109,7 @@ def test_a_tools_code_given_the_connection_runs_inside_the_transaction(
     assert audit_count(rt, "statements-domain") == 0
 
 
-def test_a_lookup_reads_outside_any_transaction(rt: DemoRuntime) -> None:
+def test_a_lookup_reads_outside_any_transaction(rt: Runtime) -> None:
     proposal = propose_refund(rt, new_order(rt), thread="statements-lookup")
     with rt.store.reading() as reads:
         assert reads.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
@@ -121,13 +123,13 @@ SELECT count(*) FROM pg_stat_activity
 WHERE datname = current_database() AND wait_event_type = 'Lock'"""
 
 
-def wait_until_one_waits_on_a_lock(rt: DemoRuntime, deadline_s: float = 10.0) -> None:
+def wait_until_one_waits_on_a_lock(rt: Runtime, deadline_s: float = 10.0) -> None:
     end = time.monotonic() + deadline_s
     while scalar(rt, WAITING_ON_A_LOCK_SQL) != 1:
         assert time.monotonic() < end, "no session came to wait on the proposal's lock"
 
 
-def test_a_lock_reads_what_the_locks_last_holder_committed(rt: DemoRuntime) -> None:
+def test_a_lock_reads_what_the_locks_last_holder_committed(rt: Runtime) -> None:
     """`lock_proposal` is one statement that waits for the lock, then reads the token
     and the execution: it sees the token the previous holder wrote and committed while
     it waited, not the snapshot of the moment it asked."""
@@ -151,7 +153,7 @@ def test_a_lock_reads_what_the_locks_last_holder_committed(rt: DemoRuntime) -> N
 
 
 def test_an_outcome_is_audited_by_its_own_statement_only_if_its_guard_held(
-    rt: DemoRuntime,
+    rt: Runtime,
 ) -> None:
     """The transition of an execution carries its audit row: written with the change,
     and not at all when the guard (status, lease owner) no longer held."""
@@ -200,7 +202,7 @@ CREATE OR REPLACE TRIGGER test_execution_writes AFTER INSERT OR UPDATE ON writeg
 
 
 def test_the_confirm_moves_its_proposal_once_and_writes_its_token_once(
-    rt: DemoRuntime,
+    rt: Runtime,
 ) -> None:
     """Taken server-side, the confirm and its claim move the proposal row once (awaiting
     -> executed) and insert its token already consumed: no second version of either."""
@@ -236,7 +238,7 @@ VALUES (%(request_key)s, NULL, %(proposal_id)s, %(thread_id)s, %(tool_call_id)s,
     're_purged', now(), now())"""
 
 
-def test_a_proposal_restored_past_its_purge_never_runs(rt: DemoRuntime) -> None:
+def test_a_proposal_restored_past_its_purge_never_runs(rt: Runtime) -> None:
     """A proposal row brought back (a restored backup) whose request was executed and
     purged: its tombstone refuses the confirm with its own answer, nothing of the
     confirm's transaction commits, and the provider is never called."""
@@ -249,7 +251,7 @@ def test_a_proposal_restored_past_its_purge_never_runs(rt: DemoRuntime) -> None:
     assert status_of(rt, proposal.proposal_id) == ProposalStatus.AWAITING.value
     query = "SELECT count(*) FROM writegate.executions WHERE request_key = %s"
     assert scalar(rt, query, proposal.request_key) == 0
-    assert rt.provider.count_refunds(proposal.resource.split(":", 1)[1]) == 0  # type: ignore[attr-defined]
+    assert SimulatedProvider(pool=rt.pool).count_refunds(proposal.resource.split(":", 1)[1]) == 0
     assert audit_count(rt, proposal.thread_id) == 1  # the propose row; the refusal's has none
 
 
@@ -259,7 +261,7 @@ LOAD_CONSUMED_AT_SQL = "SELECT consumed_at FROM writegate.tokens WHERE token_has
 LOAD_COUNT_SQL = "SELECT count(*) AS n FROM writegate.proposals WHERE proposal_id = %s"
 
 
-def executed(rt: DemoRuntime) -> tuple[Proposal, Token, Execution]:
+def executed(rt: Runtime) -> tuple[Proposal, Token, Execution]:
     """An executed refund's rows, as the store reads them."""
     proposal = propose_refund(rt, new_order(rt), amount=100)
     decision = Confirm(action="confirm", proposal_id=proposal.proposal_id)
@@ -268,7 +270,7 @@ def executed(rt: DemoRuntime) -> tuple[Proposal, Token, Execution]:
     return read(rt, proposal.proposal_id)
 
 
-def read(rt: DemoRuntime, proposal_id: str) -> tuple[Proposal, Token, Execution]:
+def read(rt: Runtime, proposal_id: str) -> tuple[Proposal, Token, Execution]:
     with rt.store.reading() as tx:
         proposal = tx.get_proposal(proposal_id)
         token = tx.get_token_for_proposal(proposal_id)
@@ -301,7 +303,7 @@ def copy_of(rows: tuple[Proposal, Token, Execution]) -> tuple[Proposal, Token, E
     )
 
 
-def test_loaded_rows_read_back_as_they_were_loaded(rt: DemoRuntime) -> None:
+def test_loaded_rows_read_back_as_they_were_loaded(rt: Runtime) -> None:
     copies = [copy_of(executed(rt)) for _ in range(3)]
     with rt.store.transaction() as tx:
         tx.load([p for p, _, _ in copies], [t for _, t, _ in copies], [e for _, _, e in copies])
@@ -313,7 +315,7 @@ def test_loaded_rows_read_back_as_they_were_loaded(rt: DemoRuntime) -> None:
 
 
 def test_a_consumed_token_without_its_execution_is_refused_and_nothing_is_written(
-    rt: DemoRuntime,
+    rt: Runtime,
 ) -> None:
     proposal, token, _ = copy_of(executed(rt))
     refused = pytest.raises(ValueError, match="is consumed: load its execution with it")

@@ -48,8 +48,9 @@ from writegate.checkpoints.ops import PgBacklog
 from writegate.checkpoints.pool import Pool
 from writegate.demo.faults import FaultScript
 from writegate.demo.provider import SimulatedProvider
-from writegate.demo.runtime import DemoRuntime, open_demo
+from writegate.demo.runtime import open_demo
 from writegate.demo.seed import DEMO_TENANT
+from writegate.runtime.wiring import Runtime
 from writegate.runtime.writegate import Writegate
 from writegate.surfaces.cli import ops as cli_ops
 
@@ -73,13 +74,22 @@ def faults() -> FaultScript:
 
 
 @pytest.fixture
-def rt(create_database: Callable[[], str], faults: FaultScript) -> Iterator[DemoRuntime]:
-    """The demo on a database of this test's own: a promotion is the database's."""
+def url(create_database: Callable[[], str]) -> str:
+    """A database of this test's own: a promotion is the database's."""
     url = create_database()
     setup_app(url)
-    runtime = open_demo(
-        url, setup=False, retry=SHORT, provider=SimulatedProvider(url, faults=faults)
-    )
+    return url
+
+
+@pytest.fixture
+def provider(url: str, faults: FaultScript) -> SimulatedProvider:
+    return SimulatedProvider(url, faults=faults)
+
+
+@pytest.fixture
+def rt(url: str, provider: SimulatedProvider) -> Iterator[Runtime]:
+    """The demo on the test's database, its refunds to `provider`."""
+    runtime = open_demo(url, setup=False, retry=SHORT, provider=provider).runtime
     try:
         yield runtime
     finally:
@@ -109,7 +119,7 @@ def reconcile_after(pool: Pool, reconciler: Reconciler, began: datetime) -> list
     return reconciler.drain()
 
 
-def reconciler(rt: DemoRuntime) -> Reconciler:
+def reconciler(rt: Runtime) -> Reconciler:
     return Reconciler(rt.service, PgBacklog(rt.pool), retry=SHORT)
 
 
@@ -124,9 +134,9 @@ def row(pool: Pool, sql: str, *params: Any) -> dict[str, Any]:
     return dict(found)
 
 
-def paid_before_the_failover(rt: DemoRuntime, proposal_key: str, order: str) -> str:
+def paid_before_the_failover(provider: SimulatedProvider, proposal_key: str, order: str) -> str:
     """What the lost commits did outside the database: the provider paid under the key."""
-    paid = rt.provider.refund(
+    paid = provider.refund(
         idempotency_key=proposal_key, order_id=order, amount_minor=19900, currency="CNY"
     )
     return str(paid["provider_ref"])
@@ -146,7 +156,7 @@ def escalations(url: str, tenant: str) -> list[dict[str, Any]]:
 
 
 def test_a_refund_paid_in_lost_commits_is_recorded_and_the_person_and_model_see_its_receipt(
-    rt: DemoRuntime, faults: FaultScript
+    rt: Runtime, provider: SimulatedProvider, faults: FaultScript
 ) -> None:
     """Confirmed, claimed and paid on the old primary; the new one has the question still
     waiting. Nobody answers again: the reconciler looks its key up and records what the
@@ -155,7 +165,7 @@ def test_a_refund_paid_in_lost_commits_is_recorded_and_the_person_and_model_see_
     graph = scripted_graph(rt, [refund_call(order)], "done")
     asked = only_interrupt(graph.invoke({"messages": [HumanMessage("refund")]}, config(thread)))
     proposal = rt.service.get_proposal(WHO, asked.value["proposal_id"])
-    ref = paid_before_the_failover(rt, proposal.request_key, order)
+    ref = paid_before_the_failover(provider, proposal.request_key, order)
 
     settled = reconcile_after(rt.pool, reconciler(rt), promote(rt.pool))
 
@@ -185,7 +195,7 @@ def test_a_refund_paid_in_lost_commits_is_recorded_and_the_person_and_model_see_
 
 
 def test_a_refund_the_provider_never_saw_waits_for_the_person_and_is_looked_up_first(
-    rt: DemoRuntime, faults: FaultScript
+    rt: Runtime, faults: FaultScript
 ) -> None:
     order = new_order(rt)
     proposal = _propose(rt, order)
@@ -206,13 +216,13 @@ def test_a_refund_the_provider_never_saw_waits_for_the_person_and_is_looked_up_f
 
 
 def test_a_refund_paid_in_lost_commits_whose_order_moved_since_goes_to_a_person(
-    rt: DemoRuntime,
+    rt: Runtime, provider: SimulatedProvider
 ) -> None:
     """The provider paid, but the order changed here since: the reservation cannot be
     made again as the person saw it. Nothing is guessed: a person settles it."""
     order = new_order(rt)
     proposal = _propose(rt, order)
-    paid_before_the_failover(rt, proposal.request_key, order)
+    paid_before_the_failover(provider, proposal.request_key, order)
     with rt.pool.connection() as conn:
         conn.execute("UPDATE orders SET version = version + 1 WHERE order_id = %s", (order,))
 
@@ -267,19 +277,19 @@ def test_a_pending_write_of_a_tool_without_lookup_goes_to_a_person_after_a_failo
 
 
 def test_an_effect_only_the_provider_has_is_escalated_with_what_the_provider_says(
-    rt: DemoRuntime,
+    rt: Runtime, provider: SimulatedProvider
 ) -> None:
     """The proposal, its confirm and its run were all in the lost commits: only the
     provider has the refund, under a writegate request key the ledger does not know.
     Its listing of what it applied since shortly before the promotion finds it."""
     order = new_order(rt)
     lost_key = f"refund_order:{DEMO_TENANT}:order:{order}:prop_{new_id('lost')}"
-    ref = paid_before_the_failover(rt, lost_key, order)
-    rt.provider.refund(  # someone else's refund at the same provider: not writegate's
+    ref = paid_before_the_failover(provider, lost_key, order)
+    provider.refund(  # someone else's refund at the same provider: not writegate's
         idempotency_key=new_id("pos"), order_id=order, amount_minor=100, currency="CNY"
     )
     known = _propose(rt, new_order(rt))  # a key the ledger has: nothing to say about it
-    paid_before_the_failover(rt, known.request_key, known.args["order_id"])
+    paid_before_the_failover(provider, known.request_key, known.args["order_id"])
 
     settled = reconcile_after(rt.pool, reconciler(rt), promote(rt.pool))
 
@@ -293,7 +303,7 @@ def test_an_effect_only_the_provider_has_is_escalated_with_what_the_provider_say
     assert reconciler(rt).drain() == []  # a promotion is checked once
 
 
-def _propose(rt: DemoRuntime, order: str) -> Proposal:
+def _propose(rt: Runtime, order: str) -> Proposal:
     return rt.service.propose(
         WHO,
         thread_id=new_id("th"),
@@ -322,7 +332,7 @@ LOSE_THE_CLAIM_SQL = (
 
 
 def test_a_run_whose_claim_the_promotion_lost_is_told_to_retry_and_found_by_its_key(
-    rt: DemoRuntime, faults: FaultScript
+    rt: Runtime, faults: FaultScript
 ) -> None:
     """The claim committed on the old primary, the provider paid, and the new primary,
     promoted meanwhile, lacks the claim: the outcome cannot be recorded. The person is
@@ -357,7 +367,7 @@ def test_a_run_whose_claim_the_promotion_lost_is_told_to_retry_and_found_by_its_
 
 
 def test_a_lookup_that_keeps_failing_has_the_check_made_again_then_a_person_asked(
-    rt: DemoRuntime, faults: FaultScript
+    rt: Runtime, faults: FaultScript
 ) -> None:
     order = new_order(rt)
     proposal = _propose(rt, order)

@@ -170,7 +170,7 @@ def test_confirm_on_a_terminal_needs_no_mcp_extra(
     with psycopg.connect(database_url) as conn:
         seed_demo(conn)
     me = Identity("user_42", "tenant_hz")
-    with open_demo(database_url) as runtime:
+    with open_demo(database_url).runtime as runtime:
         proposal = runtime.service.propose(
             me, thread_id=new_id("thread"), tool_call_id=new_id("call"),
             tool_name="create_ticket",

@@ -21,7 +21,7 @@ def test_a_recorded_question_is_seen_by_others_and_the_setting_does_not_leak(
 ) -> None:
     url = create_database()
     setup_app(url)
-    with open_demo(url, setup=False, max_connections=1) as rt:
+    with open_demo(url, setup=False, max_connections=1).runtime as rt:
         first = propose_refund(rt, new_order(rt), thread="th_presented")
         second = propose_refund(rt, new_order(rt), thread="th_presented")
         presented = PgPresentedQuestions(rt.pool)
@@ -47,7 +47,7 @@ def test_a_failed_record_leaves_the_connection_idle(create_database: Callable[[]
     connection is clean for the next caller."""
     url = create_database()
     setup_app(url)
-    with open_demo(url, setup=False, max_connections=1) as rt:
+    with open_demo(url, setup=False, max_connections=1).runtime as rt:
         presented = PgPresentedQuestions(rt.pool)
         with pytest.raises(NotFound):
             presented.record("th_presented", "write:1", 0, "prop_missing")

@@ -75,7 +75,7 @@ def test_the_approval_runs_it_and_the_hook_tells_the_requesters_thread(
     assert refunds(url) == 0
 
     # The application: its approver approves; that runs the refund, once.
-    runtime = open_demo(url, setup=False)
+    runtime = open_demo(url, setup=False).runtime
     try:
         approved = runtime.executor.approve_as_second(APPROVER, asked["proposal_id"])
     finally:

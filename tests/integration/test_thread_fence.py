@@ -59,7 +59,7 @@ def world(create_database: Callable[[], str], test_server_url: str) -> Iterator[
     url = seeded_database(create_database)
     proxy = FaultProxy(test_server_url)
     pause = Pause()
-    runtime = open_demo(url, setup=False, step_hook=pause)
+    runtime = open_demo(url, setup=False, step_hook=pause).runtime
     app = create_app(runtime)
     with TestClient(app) as client:
         svc: Services = app.state.wg

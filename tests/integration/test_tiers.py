@@ -138,7 +138,7 @@ def test_the_database_refuses_a_requester_approving_their_own_request(rt):
 
 def test_highest_tier_token_lives_sixty_seconds_on_the_server_clock(rt):
     clock = PinnedClock()
-    pinned = open_demo(rt.url, setup=False, clock=clock)
+    pinned = open_demo(rt.url, setup=False, clock=clock).runtime
     try:
         order = new_order(pinned, 6000000)
         clock.at = server_now(pinned)
@@ -227,7 +227,7 @@ def test_revocation_after_execution_started_reports_it_and_undoes_nothing(rt):
                 rt.service.revoke(APPROVER, proposal.proposal_id)
             late.append(caught.value)
 
-    runtime = open_demo(rt.url, setup=False, step_hook=revoke_when)
+    runtime = open_demo(rt.url, setup=False, step_hook=revoke_when).runtime
     try:
         assert runtime.executor.execute(REQUESTER, token).status == "succeeded"
     finally:

@@ -67,7 +67,7 @@ def test_a_proposal_confirmed_over_http_and_settled_by_the_reconciler_is_one_tra
         setup=False,
         retry=RetryPolicy(base_delay=0.0),
         provider=SimulatedProvider(url, faults=faults),
-    )
+    ).runtime
     who = {"Authorization": "Bearer " + make_key(url, "user_42")}
     order = new_order(url)
     faults.reset([f"{order}=timeout_after*3"])  # applied, but every answer lost

@@ -293,7 +293,7 @@ def test_the_outbox_survives_a_postgres_restart_mid_delivery(tmp_path: Path) -> 
         with psycopg.connect(cluster.url, autocommit=True) as conn:
             conn.execute("CREATE DATABASE writegate_hooks")
         setup_app(db)
-        runtime = open_demo(db, setup=False)
+        runtime = open_demo(db, setup=False).runtime
         receiver = Receiver(tmp_path / "received.jsonl", new_secret()).start("--hold", "before")
         tenant = "tenant_" + secrets.token_hex(4)
         endpoint_id = endpoint_for(runtime, receiver, tenant)

@@ -47,7 +47,7 @@ def open_runtime(create_database: Callable[[], str], **options: Any) -> Iterator
     """A fresh database and a Runtime under the demo's policy, with the batch tool."""
     url = create_database()
     setup_app(url)
-    runtime = open_demo(url, setup=False, **options)
+    runtime = open_demo(url, setup=False, **options).runtime
     if "close_tickets" not in runtime.registry:
         runtime.registry.register(close_tickets.spec)
     try:

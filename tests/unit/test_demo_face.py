@@ -1,9 +1,9 @@
 """The demo is an application of the library, its commands (`demo/cli/`) included: it
 imports what `writegate` exports (`writegate/__init__.py`'s `__all__`), what the public
 `writegate.testing` exports (its scripted demo model is a `ScriptedChatModel`) and its
-own modules. What it still takes from below the public face is pinned here, name by
-name, so that the list can only shrink: a new reach into writegate's internals fails
-this test."""
+own modules, and nothing from below the public face: what it takes from there is
+pinned here, name by name, and the list is empty, so a new reach into writegate's
+internals fails this test."""
 
 from __future__ import annotations
 
@@ -15,13 +15,10 @@ import writegate.testing
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# (module, name) the demo imports from below the public face, today. `Runtime`: the
-# demo's runtime is one (with its provider), since the surfaces serve an application
-# through the `Runtime` its `open` returns (`surfaces.served.Application`), and the
-# tests and the bench drive the demo's runtime as one.
-BELOW_THE_FACE = {
-    ("writegate.runtime.wiring", "Runtime"),
-}
+# (module, name) the demo imports from below the public face, today: none. It opens
+# through `Writegate.open` and hands back the `Writegate` (the surfaces serve an
+# application through the one its `open` returns, `surfaces.served.Application`).
+BELOW_THE_FACE: set[tuple[str, str]] = set()
 
 
 def _demo_imports() -> set[tuple[str, str]]:

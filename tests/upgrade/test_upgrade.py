@@ -108,7 +108,7 @@ def test_approvals_left_waiting_by_an_earlier_release_complete_once_after_the_up
         assert second.get(f"{name} again", second[name])["asked"] == [], name
     # The key made under the earlier release still signs its holder in.
     setup_service(url)  # as `writegate serve` does at start
-    runtime = open_demo(url)
+    runtime = open_demo(url).runtime
     try:
         with TestClient(create_app(runtime)) as client:
             mine = client.get(

@@ -100,7 +100,7 @@ def run_graph_job(job: dict[str, Any]) -> dict[str, Any]:
         provider=HttpProvider(job["provider"], timeout=1.0),
         retry=retry,
         step_hook=kill_at(job.get("kill_at")),
-    )
+    ).runtime
     args = {"order_id": job["order_id"], "amount_minor": job["amount"], "currency": "CNY"}
     call = {"name": "refund_order", "args": {**args, "reason": "broken"}, "id": job["call_id"]}
     model = ScriptedChatModel(script=[AIMessage("", tool_calls=[call]), AIMessage("done")])
