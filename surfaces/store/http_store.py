@@ -191,7 +191,14 @@ class HttpStore:
             ) from exc
         lease = None if shared else Lease(thread_id, self.lease_s, self.pool)
         return ThreadLock(
-            self.lock_pool, conn, thread_id, wait_s, shared=shared, lease=lease, owner=owner
+            self.lock_pool,
+            conn,
+            thread_id,
+            wait_s,
+            shared=shared,
+            lease=lease,
+            owner=owner,
+            spare=self.pool,
         )
 
     @contextmanager
@@ -233,18 +240,26 @@ class Lease:
         self.renewed_at = time.monotonic()
 
     def free(self) -> None:
-        """Let the lease go from any session. After a failover the first pooled session
-        may still be the old primary's (closed on its error), so a few are tried; if
-        none answers, the lease runs out."""
-        for _ in range(FREE_ATTEMPTS):
-            try:
-                with self.pool.connection() as conn:
-                    conn.execute(sql.FREE_LEASE_SQL, self.params())
-                return
-            except psycopg.Error:
-                continue
-            except (PoolTimeout, WritegateError):
-                return
+        """Let the lease go from any session; if none answers, the lease runs out."""
+        commit_anywhere(self.pool, [(sql.FREE_LEASE_SQL, self.params())])
+
+
+def commit_anywhere(pool: Pool, statements: list[Statement]) -> bool:
+    """Commit `statements` in one transaction on a session of `pool`, for when the
+    lock's own session is gone. After a failover the first pooled session may still be
+    the old primary's (closed on its error), so a few are tried. False if none took
+    them."""
+    for _ in range(FREE_ATTEMPTS):
+        try:
+            with pool.connection() as conn, conn.transaction():
+                for statement in statements:
+                    conn.execute(*statement)
+            return True
+        except psycopg.Error:
+            continue
+        except (PoolTimeout, WritegateError):
+            return False
+    return False
 
 
 class ThreadLock:
@@ -266,8 +281,10 @@ class ThreadLock:
         shared: bool = False,
         lease: Lease | None = None,
         owner: Identity | None = None,
+        spare: Pool,
     ) -> None:
         self.key = LOCK_NAMESPACE + thread_id
+        self._spare = spare  # the runtime's pool: `release`'s statements if its session died
         self.lease = lease
         assert shared == (lease is None), "an exclusive lock comes with the lease"
         if lease is not None:
@@ -342,8 +359,8 @@ class ThreadLock:
     def release(self, *also: Statement) -> bool:
         """Let the thread go. `also`: statements committed with the release, in one
         transaction on the lock's session (a turn's last stream events, a click's
-        answer), before the lock is let go. False when that transaction failed: the
-        lock is let go all the same, and `also` is not committed."""
+        answer), before the lock is let go; if that session is gone, on another session
+        once the lock is (`commit_anywhere`). False when they could not be committed."""
         conn, self._conn = self._conn, None
         if conn is None:
             return not also
@@ -367,6 +384,6 @@ class ThreadLock:
             if leased:
                 assert self.lease is not None
                 self.lease.free()
-            done = False
+            done = not also or commit_anywhere(self._spare, list(also))
         self._pool.putconn(conn)
         return done

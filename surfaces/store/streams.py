@@ -3,7 +3,8 @@
 A turn's events are stored under (stream id, sequence number): its first event before
 it is sent, so that the stream exists on every replica from its start; the later ones
 together, at least every `FLUSH_S` while the turn runs, and the rest in the transaction
-that lets the thread go as the turn ends (`TurnStream`). A client that lost the
+that lets the thread go as the turn ends (`TurnStream`; on another session if the
+lock's own died, `ThreadLock.release`). A client that lost the
 connection names the last event it got (`Last-Event-ID`) and any replica replays the
 ones after it, then follows the run until its last event: an event sent but not yet
 stored reaches it at the next store, none is lost and none arrives twice.

@@ -112,3 +112,28 @@ def test_a_release_whose_statements_fail_still_lets_the_thread_go(
         assert conn.execute(HELD_SQL).fetchone() == (0,)
         assert conn.execute(LEASE_SQL, (THREAD,)).fetchone() == (True,)
     store.lock_thread(THREAD, wait_s=0).release()
+
+
+HOLDER_SQL = "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+
+
+def test_a_turn_whose_lock_session_died_still_stores_its_last_events(
+    store: HttpStore, replica: StreamStore, url: str
+) -> None:
+    """A failover or a cut connection ends the lock's session mid-turn: the turn's last
+    events (its `end`) still reach the buffer, on another session, so a client that
+    reconnects elsewhere gets them; and the thread is let go."""
+    turn = TurnStream(StreamStore(store.pool), "st_c", THREAD, clock=Clock())
+    lock = store.lock_thread(THREAD, wait_s=1.0)
+    turn.add(0, "message", "{}")
+    with psycopg.connect(url, autocommit=True) as admin:
+        (pid,) = admin.execute(HOLDER_SQL).fetchone()  # type: ignore[misc]
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    turn.hold(1, "end", '{"status": "done"}')
+    rest = turn.rest()
+    assert rest is not None
+    assert lock.release(rest) is True
+    assert _seqs(replica, "st_c") == [0, 1]
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(HELD_SQL).fetchone() == (0,)
+        assert conn.execute(LEASE_SQL, (THREAD,)).fetchone() == (True,)
