@@ -149,14 +149,15 @@ class Decisions:
         messages: list[MessageView] = []
         state = self.runner.state(config)
         if stalled_in(state):  # a replica died mid-run: finish its steps
-            messages += _messages(self.runner.events(None, identity, config, held))
+            messages += _messages(self.runner.events(None, identity, config, held, tokens=False))
             state = self.runner.state(config)
         questions = questions_in(state)
         question = questions.get(pid)
         if question is not None:
             resume: Command[Any] = Command(resume={question[0]: value})
             questions = {}  # what the run stops at, as it streams: no read after it
-            messages += _messages(self.runner.events(resume, identity, config, held, questions))
+            run = self.runner.events(resume, identity, config, held, questions, tokens=False)
+            messages += _messages(run)
             asked_again = questions.get(pid)
             if asked_again is not None and asked_again[1].get("error"):
                 self._refuse_answer(identity, asked_again[1])

@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Interrupt, StateSnapshot
+from langgraph.types import Interrupt, StateSnapshot, StreamMode
 
 from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import PENDING, Identity, ProposalStatus
@@ -130,13 +130,19 @@ class Runner:
         config: RunnableConfig,
         held: ThreadLock,
         asked: Questions | None = None,
+        *,
+        tokens: bool = True,
     ) -> Iterator[RunEvent]:
         """Stream one graph run as events, until it ends or stops at a question. `held`:
         the thread's lock, kept between steps (a lost lease stops the run there).
         `asked` gets the questions the run stopped at: the thread's open questions once
         it has ended (a run stops at the step that asks, and LangGraph streams every
-        interrupt of that step, those asked again after a resume included)."""
-        stream = self.graph.stream(value, config, stream_mode=["messages", "updates"])
+        interrupt of that step, those asked again after a resume included). `tokens`:
+        also the model's text as it comes (LangGraph's `messages` mode, whose callbacks
+        on every step cost about 2 ms of CPU a run); a caller that answers with one body
+        (a decision) asks for none."""
+        modes: list[StreamMode] = ["messages", "updates"] if tokens else ["updates"]
+        stream = self.graph.stream(value, config, stream_mode=modes)
         for mode, chunk in stream:
             held.keep()
             if mode == "messages":
