@@ -184,6 +184,24 @@ def test_edit_replaces_the_card_with_a_new_preview(
     assert provider_refunds(url, order) == 1
 
 
+def test_the_end_of_a_turn_leaves_the_focus_where_the_person_is_typing(
+    page: Page, site: str, key: str, url: str
+) -> None:
+    """A turn that ends while the person types the re-typed amount into a card (the
+    turn's last event can come after its question) gives the message box back, but does
+    not take their keystrokes into it."""
+    order = new_order(url, payable_minor=1_000_000)
+    card = sign_in_and_ask(page, site, key, f"refund 6000.00 CNY of {order} because of fraud")
+    retype = card.locator(".retype-input")
+    retype.click()
+    page.keyboard.type("60")
+    page.evaluate("setComposer(true)")  # what the page does as a turn ends
+    page.keyboard.type("00")
+    expect(retype).to_have_value("6000")
+    expect(page.locator("#message")).to_have_value("")
+    expect(page.locator("#message")).to_be_enabled()
+
+
 def test_a_large_refund_is_retyped_then_approved_by_a_second_person(
     browser: Browser, page: Page, site: str, key: str, url: str
 ) -> None:

@@ -305,7 +305,10 @@ async function sendMessage(text) {
 function setComposer(enabled) {
   $("#send").disabled = !enabled;
   $("#message").disabled = !enabled;
-  if (enabled) $("#message").focus();
+  // Back to the message box as a turn ends, unless the person is typing elsewhere (a
+  // card's re-typed amount, an edit): their keystrokes stay where they put them.
+  const typing = document.activeElement && document.activeElement.matches("input, textarea, select");
+  if (enabled && !typing) $("#message").focus();
 }
 
 // -- approval cards ----------------------------------------------------------------
