@@ -52,6 +52,13 @@ def replica(url: str) -> Iterator[StreamStore]:
     pool.close()
 
 
+def _assert_let_go(url: str) -> None:
+    """No advisory lock is held any more and the thread's lease is free."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(HELD_SQL).fetchone() == (0,)
+        assert conn.execute(LEASE_SQL, (THREAD,)).fetchone() == (True,)
+
+
 def _seqs(replica: StreamStore, stream_id: str) -> list[int]:
     return [row.seq for row in replica.after(stream_id, THREAD, -1)]
 
@@ -96,9 +103,7 @@ def test_the_rest_commits_with_the_release_and_the_thread_is_free(
     assert rest is not None
     assert lock.release(rest) is True
     assert _seqs(replica, "st_b") == [0, 1]
-    with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute(HELD_SQL).fetchone() == (0,)
-        assert conn.execute(LEASE_SQL, (THREAD,)).fetchone() == (True,)
+    _assert_let_go(url)
     store.lock_thread(THREAD, wait_s=0).release()  # the next run takes it at once
 
 
@@ -108,9 +113,7 @@ def test_a_release_whose_statements_fail_still_lets_the_thread_go(
     lock = store.lock_thread(THREAD, wait_s=1.0)
     broken = ("INSERT INTO writegate.no_such_table VALUES (%(x)s)", {"x": 1})
     assert lock.release(broken) is False
-    with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute(HELD_SQL).fetchone() == (0,)
-        assert conn.execute(LEASE_SQL, (THREAD,)).fetchone() == (True,)
+    _assert_let_go(url)
     store.lock_thread(THREAD, wait_s=0).release()
 
 
@@ -134,6 +137,4 @@ def test_a_turn_whose_lock_session_died_still_stores_its_last_events(
     assert rest is not None
     assert lock.release(rest) is True
     assert _seqs(replica, "st_c") == [0, 1]
-    with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute(HELD_SQL).fetchone() == (0,)
-        assert conn.execute(LEASE_SQL, (THREAD,)).fetchone() == (True,)
+    _assert_let_go(url)
