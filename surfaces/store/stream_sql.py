@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-# A batch of one stream's events, in order: sequence numbers, kinds and JSON texts as
-# three arrays of one length.
+# A batch of one stream's events: one JSON array of {"seq", "event", "data"} objects,
+# its `data` the event's own JSON as sent (no array of texts to escape element by element).
 INSERT_STREAM_EVENTS_SQL = """
 INSERT INTO writegate.stream_events (stream_id, seq, thread_id, event, data)
-SELECT %(stream)s, e.seq, %(thread)s, e.event, e.data::jsonb
-FROM unnest(%(seqs)s::integer[], %(events)s::text[], %(data)s::text[]) AS e(seq, event, data)
+SELECT %(stream)s, e.seq, %(thread)s, e.event, e.data
+FROM jsonb_to_recordset(%(batch)s::jsonb) AS e(seq integer, event text, data jsonb)
 ON CONFLICT (stream_id, seq) DO NOTHING"""
 
 SELECT_STREAM_AFTER_SQL = """

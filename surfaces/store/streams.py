@@ -14,6 +14,7 @@ Streams are kept `STREAM_KEEP_S` seconds: long enough for a reconnect, not a his
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -89,12 +90,14 @@ class TurnStream:
         if not self._pending:
             return None
         rows, self._pending = self._pending, []
+        # The events' texts are JSON already: joined into the batch as they are.
+        batch = ",".join(
+            f'{{"seq":{seq},"event":{json.dumps(kind)},"data":{text}}}' for seq, kind, text in rows
+        )
         params: dict[str, Any] = {
             "stream": self.stream_id,
             "thread": self.thread_id,
-            "seqs": [seq for seq, _, _ in rows],
-            "events": [kind for _, kind, _ in rows],
-            "data": [text for _, _, text in rows],
+            "batch": f"[{batch}]",
         }
         if self._stored_at is None:  # the stream's first store
             return sql.INSERT_FIRST_STREAM_EVENTS_SQL, {**params, "keep_s": STREAM_KEEP_S}
