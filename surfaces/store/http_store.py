@@ -21,7 +21,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +51,7 @@ FREE_ATTEMPTS = 3  # sessions tried to free a lease whose lock session died
 NO_THREAD = "no such thread for this user"
 
 Statement = tuple[str, dict[str, Any]]  # a statement and its named parameters
+Read = Callable[[Connection[DictRow]], Any]  # a read made on a given session
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,7 @@ class HttpStore:
         wait_s: float,
         shared: bool = False,
         owner: Identity | None = None,
+        read: Read | None = None,
     ) -> ThreadLock:
         """Take the thread's lock, waiting up to wait_s (0: don't wait); InProgress if the
         thread is busy, Unavailable if every lock session of this process is taken.
@@ -181,7 +183,10 @@ class HttpStore:
         lock session died still holds it. `shared` (with a wait): held beside other
         shared holders, never beside the one exclusive holder; for a request that only
         reads the thread. `owner`: NotFound, before any lock is taken, unless the thread
-        is this user's (checked in the lock's own transaction)."""
+        is this user's (checked in the lock's own transaction). `read`: made on the
+        lock's session once the lock (and lease) is granted, in the transaction that
+        took it, so as of the grant and with no commit of its own; its result is the
+        lock's `read`."""
         try:
             conn = self.lock_pool.getconn(timeout=self.lock_checkout_s)
         except PoolTimeout as exc:
@@ -198,6 +203,7 @@ class HttpStore:
             shared=shared,
             lease=lease,
             owner=owner,
+            read=read,
             spare=self.pool,
         )
 
@@ -281,6 +287,7 @@ class ThreadLock:
         shared: bool = False,
         lease: Lease | None = None,
         owner: Identity | None = None,
+        read: Read | None = None,
         spare: Pool,
     ) -> None:
         self.key = LOCK_NAMESPACE + thread_id
@@ -299,8 +306,9 @@ class ThreadLock:
         # Held unless the server said it was not granted: a statement that failed any
         # other way may have taken it, and release() must then unlock it.
         self._held = True
+        self.read: Any = None  # what `read` gave, in the transaction that took the lock
         try:
-            self._acquire(conn, thread_id, wait_s, owner)
+            self._acquire(conn, thread_id, wait_s, owner, read)
         except BaseException:
             self.release()
             raise
@@ -309,16 +317,22 @@ class ThreadLock:
         return self.lease.params(self.key) if self.lease is not None else (self.key,)
 
     def _acquire(
-        self, conn: Connection[DictRow], thread_id: str, wait_s: float, owner: Identity | None
+        self,
+        conn: Connection[DictRow],
+        thread_id: str,
+        wait_s: float,
+        owner: Identity | None,
+        read: Read | None,
     ) -> None:
-        if wait_s <= 0 and owner is None:
+        if wait_s <= 0 and owner is None and read is None:
             row = conn.execute(self._try_sql, self._params()).fetchone()
             if not (row and row["ok"]):
                 self._held = False
                 raise InProgress("another request is running this thread", thread_id=thread_id)
         else:
             # One transaction: the owner's check, the wait's lock_timeout (it ends with
-            # the transaction), the session lock and the lease row, in one commit.
+            # the transaction), the session lock and the lease row, and the read once
+            # they are granted, in one commit.
             try:
                 with conn.transaction():
                     if owner is not None:
@@ -331,6 +345,12 @@ class ThreadLock:
                     row = conn.execute(
                         self._lock_sql if wait_s > 0 else self._try_sql, self._params()
                     ).fetchone()
+                    granted = wait_s > 0 or bool(row and row["ok"])
+                    leased = self.lease is None or (
+                        row is not None and row["generation"] is not None
+                    )
+                    if read is not None and granted and leased:
+                        self.read = read(conn)
                 if wait_s <= 0 and not (row and row["ok"]):
                     self._held = False
                     raise InProgress("another request is running this thread", thread_id=thread_id)

@@ -117,14 +117,16 @@ class Decisions:
     ) -> Answer:
         """Decide under the thread's lock: the answer, and `keep(answer)` committed with
         the lock's release."""
+        # The checkpoint is read in the transaction that takes the lock.
+        read = self.runner.reading(self.runner.config(identity, thread_id))
         try:
             try:
-                held = self.store.lock_thread(thread_id, wait_s=0)
+                held = self.store.lock_thread(thread_id, wait_s=0, read=read)
             except InProgress:  # busy: most often another click resuming it
                 settled = self._answer_settled(identity, thread_id, value, edited, rid, keep)
                 if settled is not None:
                     return settled
-                held = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s)
+                held = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s, read=read)
         except WritegateError as exc:  # still busy, or no lock session free: retry
             return status_for(exc.code), error_body(exc, rid)
         answer: Answer | None = None
@@ -147,7 +149,7 @@ class Decisions:
         pid = value["proposal_id"]
         config = self.runner.config(identity, thread_id)
         messages: list[MessageView] = []
-        state = self.runner.state(config)
+        state = held.read
         if stalled_in(state):  # a replica died mid-run: finish its steps
             messages += _messages(self.runner.events(None, identity, config, held, tokens=False))
             state = self.runner.state(config)
@@ -199,11 +201,11 @@ class Decisions:
         None when the question is still open or a run stalled: then the click takes the
         exclusive lock and decides as the first one would.
         """
-        config = self.runner.config(identity, thread_id)
-        lock = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s, shared=True)
+        read = self.runner.reading(self.runner.config(identity, thread_id))
+        lock = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s, shared=True, read=read)
         answer: Answer | None = None
         try:
-            state = self.runner.state(config)  # read once: it cannot change under the lock
+            state = lock.read  # read once, as the lock was granted: it cannot change under it
             questions = questions_in(state)
             if stalled_in(state) or value["proposal_id"] in questions:
                 return None

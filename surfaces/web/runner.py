@@ -17,12 +17,15 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Interrupt, StateSnapshot, StreamMode
+from psycopg import Connection
+from psycopg.rows import DictRow
 
 from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import PENDING, Identity, ProposalStatus
+from writegate.checkpoints.saver import Saver
 from writegate.graph.messages import executed_values
 from writegate.runtime.wiring import Runtime
-from writegate.surfaces.store.http_store import HttpStore, ThreadLock
+from writegate.surfaces.store.http_store import HttpStore, Read, ThreadLock
 from writegate.surfaces.web.schemas import ApprovalView, MessageView
 from writegate.surfaces.web.views import approval_view, message_view, proposal_row
 
@@ -85,12 +88,26 @@ class Runner:
         state: StateSnapshot = self.graph.get_state(config)
         return state
 
+    def reading(self, config: RunnableConfig) -> Read:
+        """The thread's checkpoint read on a session given later: the thread lock's, in
+        the transaction that takes it (`HttpStore.lock_thread(read=...)`), as of the
+        lock's grant and without a commit of its own. The same graph, on a saver of
+        that session."""
+
+        def read(conn: Connection[DictRow]) -> StateSnapshot:
+            saver = Saver(conn, serde=self.rt.checkpointer.serde)
+            state: StateSnapshot = self.graph.copy({"checkpointer": saver}).get_state(config)
+            return state
+
+        return read
+
     def questions(self, config: RunnableConfig) -> Questions:
         """proposal id -> (interrupt id, interrupt value) for the thread's open questions."""
         return questions_in(self.state(config))
 
-    def prepare(self, identity: Identity, config: RunnableConfig) -> Preparation:
+    def prepare(self, identity: Identity, state: StateSnapshot) -> Preparation:
         """Refuse new input while a live question waits; close the others first.
+        `state`: the thread's checkpoint, read under its lock (`reading`).
 
         An expired question is answered `cancel`: the service sees the expiry (on the
         database clock) and records `expired`, whatever the answer, so nothing runs. A
@@ -99,7 +116,6 @@ class Runner:
         push would have: the graph reads the ledger and answers with the receipt, or
         with how it ended, and runs nothing.
         """
-        state = self.state(config)
         questions = questions_in(state)
         if questions:
             now = self.rt.views.now()

@@ -41,9 +41,10 @@ async def start_turn(
 
     def take() -> tuple[ThreadLock, Preparation]:  # one hop to a worker thread for both
         wait_s = svc.settings.message_lock_wait_s  # the owner is checked as the lock is taken
-        lock = svc.store.lock_thread(thread_id, wait_s=wait_s, owner=identity)
+        read = svc.runner.reading(config)  # and the checkpoint read, in the same transaction
+        lock = svc.store.lock_thread(thread_id, wait_s=wait_s, owner=identity, read=read)
         try:
-            return lock, svc.runner.prepare(identity, config)
+            return lock, svc.runner.prepare(identity, lock.read)
         except BaseException:
             lock.release()
             raise

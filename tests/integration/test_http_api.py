@@ -161,13 +161,23 @@ def test_a_later_click_reads_its_threads_checkpoint_once(
     assert decide(client, alice, pid, "runs")[0] == 200
     runner = client.app.state.wg.runner  # type: ignore[attr-defined]
     reads: list[str] = []
-    read_state = runner.state
+    read_state, reading = runner.state, runner.reading
 
     def counted(config: Any) -> Any:
         reads.append(config["configurable"]["thread_id"])
         return read_state(config)
 
+    def counted_reading(config: Any) -> Any:  # a read made as the lock is taken
+        read = reading(config)
+
+        def counted_read(conn: Any) -> Any:
+            reads.append(config["configurable"]["thread_id"])
+            return read(conn)
+
+        return counted_read
+
     monkeypatch.setattr(runner, "state", counted)
+    monkeypatch.setattr(runner, "reading", counted_reading)
     status, body = decide(client, alice, pid, "later")
     assert (status, body["outcome"], body["replayed"]) == (200, "executed", True)
     assert len(reads) == 1, reads

@@ -123,3 +123,37 @@ def test_a_run_that_waited_for_the_thread_takes_it_when_the_holder_lets_go(
     finally:
         store.close()
         pool.close()
+
+
+# Whether this session holds the thread's advisory lock.
+HOLDS_SQL = """
+SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+               AND pid = pg_backend_pid()) AS locked"""
+
+
+def test_a_read_given_to_the_take_is_made_in_its_transaction_once_the_lock_is_held(
+    store: HttpStore,
+) -> None:
+    """`read` runs on the lock's session after the grant, inside the transaction that
+    took the lock (no commit of its own), for every way of taking it; a refused take
+    reads nothing."""
+    seen: list[tuple[bool, psycopg.pq.TransactionStatus]] = []
+
+    def read(conn: psycopg.Connection) -> str:
+        row = conn.execute(HOLDS_SQL).fetchone()
+        seen.append((row["locked"], conn.info.transaction_status))  # type: ignore[index]
+        return "state"
+
+    for wait_s, shared in ((0, False), (1.0, False), (1.0, True)):
+        lock = store.lock_thread("th_read", wait_s=wait_s, shared=shared, read=read)
+        assert lock.read == "state"
+        lock.release()
+    assert seen == [(True, psycopg.pq.TransactionStatus.INTRANS)] * 3
+    with store.lock_pool.connection() as conn:  # and that transaction was committed
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with psycopg.connect(store.url, autocommit=True) as other:
+        key = LOCK_NAMESPACE + "th_read"
+        other.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
+        with pytest.raises(InProgress):
+            store.lock_thread("th_read", wait_s=0, read=read)
+    assert len(seen) == 3
