@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableBinding
 from pydantic import SecretStr
 
 from writegate.graph.scripted import ScriptedChatModel
@@ -162,6 +162,20 @@ def env_chat_model(
     OpenAI model, else `NoChatModel`."""
     model = openai_chat_model(tools, env)
     return NoChatModel() if model is None else model
+
+
+def streams_tokens(model: Any) -> bool:
+    """Whether `model` can stream its text token by token: LangChain streams a chat model
+    only if it implements `_stream` and streaming is not disabled (a model bound to
+    tools under `disable_streaming="tool_calling"` answers in one piece). A model that
+    cannot answers in one piece under LangGraph's `messages` mode too, which then costs
+    its callbacks on every step for nothing. What is not a chat model, or hides one, is
+    taken to stream."""
+    while isinstance(model, RunnableBinding):
+        model = model.bound
+    if not isinstance(model, BaseChatModel):
+        return True
+    return type(model)._stream is not BaseChatModel._stream and not model.disable_streaming
 
 
 def describe_env_model(env: Mapping[str, str] | None = None) -> str:

@@ -66,10 +66,13 @@ def stalled_in(state: StateSnapshot) -> bool:
 
 
 class Runner:
-    def __init__(self, runtime: Runtime, graph: Any, store: HttpStore) -> None:
+    def __init__(self, runtime: Runtime, graph: Any, store: HttpStore, *, tokens: bool) -> None:
+        """`tokens`: the graph's model can stream its text (`graph.model.streams_tokens`);
+        if not, no run asks for a token stream."""
         self.rt = runtime
         self.graph = graph
         self.store = store
+        self.tokens = tokens
 
     @staticmethod
     def config(identity: Identity, thread_id: str) -> RunnableConfig:
@@ -155,9 +158,10 @@ class Runner:
         it has ended (a run stops at the step that asks, and LangGraph streams every
         interrupt of that step, those asked again after a resume included). `tokens`:
         also the model's text as it comes (LangGraph's `messages` mode, whose callbacks
-        on every step cost about 2 ms of CPU a run); a caller that answers with one body
-        (a decision) asks for none."""
-        modes: list[StreamMode] = ["messages", "updates"] if tokens else ["updates"]
+        on every step cost about 2 ms of CPU a run), if the model can stream it; a caller
+        that answers with one body (a decision) asks for none."""
+        streamed = tokens and self.tokens
+        modes: list[StreamMode] = ["messages", "updates"] if streamed else ["updates"]
         stream = self.graph.stream(value, config, stream_mode=modes)
         for mode, chunk in stream:
             held.keep()

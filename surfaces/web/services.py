@@ -17,7 +17,7 @@ from fastapi import Depends, Request
 from writegate.approval.policy import load_policy
 from writegate.approval.service import Policy
 from writegate.graph.build import build_graph
-from writegate.graph.model import env_chat_model
+from writegate.graph.model import env_chat_model, streams_tokens
 from writegate.graph.nodes import LIBRARY_PROMPT
 from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store.http_store import (
@@ -116,7 +116,7 @@ class Services:
             lock_connections=settings.lock_connections,
             lease_s=settings.thread_lease_s,
         )
-        runner = Runner(runtime, graph, store)
+        runner = Runner(runtime, graph, store, tokens=streams_tokens(model))
         decisions = Decisions(runtime, runner, store, settings.decision_lock_wait_s)
         streams = StreamStore(runtime.pool)
         return cls(runtime, graph, store, runner, decisions, settings, HttpMetrics(), streams)
