@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.client import HTTPConnection
 from typing import Any
 
 import psycopg
@@ -54,6 +53,7 @@ from writegate.bench.db import (
     disable_autovacuum,
     open_bench_pool,
 )
+from writegate.bench.http_floor import FloorServer, Recorded, request
 from writegate.demo.model import demo_chat_model
 from writegate.demo.seed import seed_demo
 from writegate.graph.build import build_graph
@@ -139,21 +139,11 @@ class _Http(_Path):
         self.auth = {"Authorization": "Bearer " + self.key}
 
     def _call(self, method: str, path: str, body: Any = None, **headers: str) -> bytes:
-        conn = HTTPConnection("127.0.0.1", self.port, timeout=60)
-        try:
-            data = None if body is None else json.dumps(body).encode()
-            sent = {**self.auth, **headers, "Content-Type": "application/json"}
-            conn.request(method, path, body=data, headers=sent)
-            reply = conn.getresponse()
-            raw = reply.read()
-            if reply.status >= 300:
-                raise RuntimeError(f"{method} {path}: {reply.status} {raw[-500:]!r}")
-            return raw
-        finally:
-            conn.close()
+        return request(self.port, method, path, body, **self.auth, **headers)
 
     def write(self, order: str) -> None:
-        thread = json.loads(self._call("POST", "/v1/threads"))["thread_id"]
+        created = self._call("POST", "/v1/threads")
+        thread = json.loads(created)["thread_id"]
         stream = self._call(
             "POST", f"/v1/threads/{thread}/messages", {"content": _refund_text(order)}
         )
@@ -169,6 +159,7 @@ class _Http(_Path):
         )
         if json.loads(answer).get("receipt") is None:
             raise RuntimeError(f"no receipt over HTTP: {answer[-500:]!r}")
+        self.recorded = Recorded(created, stream, answer)
 
     def close(self) -> None:
         self.uvicorn.should_exit = True
@@ -287,6 +278,7 @@ def run_service_cost(
     """The three paths, `writes` timed writes each after `warmup`, interleaved."""
     n = writes + warmup
     paths: dict[str, _Path] = {}
+    floor: FloorServer | None = None
     try:
         paths["http"] = _Http(server, "http", n)
         paths["service"] = _Service(server, "service", n)
@@ -294,12 +286,20 @@ def run_service_cost(
         for _ in range(warmup):
             for path in paths.values():
                 path.write(path.orders.pop())  # type: ignore[attr-defined]
+        http_path: _Http = paths["http"]  # type: ignore[assignment]
+        floor = FloorServer(http_path.recorded)
+        for _ in range(warmup):
+            floor.write()
+        floor_cpu: list[float] = []
         with _wal_kept(paths["library"].url) as kept:
             before = {name: _counts(p.tally) for name, p in paths.items()}
             start = _lsn(kept)
             for _ in range(writes):
                 for name, path in paths.items():
                     _timed(path, client=name == "http")
+                cpu = time.process_time()
+                floor.write()
+                floor_cpu.append(time.process_time() - cpu)
                 if advance is not None:
                     advance()
             end = _lsn(kept)
@@ -330,12 +330,18 @@ def run_service_cost(
         out["breakdown_cpu_ms"] = {
             "service_bookkeeping": round(svc["cpu_ms"] - lib["cpu_ms"], 1),
             "http_stack": round(http["cpu_ms"] - svc["cpu_ms"], 1),
+            # the same requests answered with the same bytes, with no work behind them
+            "http_floor": round(1000 * statistics.fmean(floor_cpu), 1),
+            # what the target leaves the service over the library, HTTP included
+            "allowed": round((TARGET_RATIO - 1) * lib["cpu_ms"], 1),
         }
         out["within_target"] = all(
             (out["ratio"][k] or 0) <= TARGET_RATIO for k in ("cpu_ms", "commits")
         )
         return out
     finally:
+        if floor is not None:
+            floor.close()
         for path in paths.values():
             path.close()
 
@@ -370,4 +376,9 @@ def print_service_cost(out: dict[str, Any], console: Any) -> None:
         f"CPU over the library: service bookkeeping {parts['service_bookkeeping']} ms, "
         f"HTTP stack {parts['http_stack']} ms (server + client); "
         f"within {TARGET_RATIO}x in CPU and commits: {out['within_target']}"
+    )
+    console.print(
+        f"HTTP floor: {parts['http_floor']} ms of CPU a write for the same three requests "
+        f"answered with the same bytes and no work behind them (server + client); "
+        f"{TARGET_RATIO}x the library leaves {parts['allowed']} ms for HTTP and bookkeeping"
     )

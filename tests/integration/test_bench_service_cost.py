@@ -35,6 +35,8 @@ def test_service_cost_counts_every_path_and_drops_its_databases(test_server_url:
         else:
             assert figures["durable_commits"] is None and figures["wal_bytes"] is None
     assert out["http"]["client_cpu_ms"] > 0
+    floor = out["breakdown_cpu_ms"]
+    assert floor["http_floor"] > 0 and floor["allowed"] > 0, floor
     for key in ("commits", "statements", *(["durable_commits"] if walinspect else [])):
         assert out["service"][key] >= out["library"][key], key
     with psycopg.connect(test_server_url, autocommit=True) as conn:
@@ -59,4 +61,5 @@ def test_writes_option_prints_the_table(
     result = CliRunner().invoke(command(), ["bench", "--writes", "3"])
     assert result.exit_code == 0, result.output
     assert "HTTP/library" in result.output and "HTTP stack" in result.output
+    assert "HTTP floor" in result.output
     assert ("no pg_walinspect" in result.output) != _has_walinspect(test_server_url)
