@@ -39,7 +39,8 @@ STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Server-Sent Events, each `id: <stream id>:<seq>`, `event: <name>` "
         "and `data: <JSON>`, with a keep-alive comment line every 15 seconds: "
-        "`token`, `message` and `approval` while the turn runs, then `end` after a turn "
+        "`token` (from a model that streams its text), `message` and `approval` while the "
+        "turn runs, then `end` after a turn "
         "that ended or stopped at an approval, or `error` after one that failed.",
         "content": {
             "text/event-stream": {
