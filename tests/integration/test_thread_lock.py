@@ -157,3 +157,18 @@ def test_a_read_given_to_the_take_is_made_in_its_transaction_once_the_lock_is_he
         with pytest.raises(InProgress):
             store.lock_thread("th_read", wait_s=0, read=read)
     assert len(seen) == 3
+
+
+def test_a_read_that_fails_leaves_the_thread_free(store: HttpStore) -> None:
+    """The take's transaction is rolled back, and the lock it took (a session lock,
+    which a rollback keeps) is let go: the next request takes the thread at once."""
+
+    def read(conn: psycopg.Connection) -> None:
+        conn.execute("SELECT 1 / 0")
+
+    for shared in (False, True):
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            store.lock_thread("th_failed", wait_s=1.0, shared=shared, read=read)
+        store.lock_thread("th_failed", wait_s=0).release()
+    with store.lock_pool.connection() as conn:
+        assert conn.execute(HOLDS_SQL).fetchone()["locked"] is False  # type: ignore[index]
