@@ -165,17 +165,17 @@ def env_chat_model(
 
 
 def streams_tokens(model: Any) -> bool:
-    """Whether `model` can stream its text token by token: LangChain streams a chat model
-    only if it implements `_stream` and streaming is not disabled (a model bound to
-    tools under `disable_streaming="tool_calling"` answers in one piece). A model that
-    cannot answers in one piece under LangGraph's `messages` mode too, which then costs
-    its callbacks on every step for nothing. What is not a chat model, or hides one, is
-    taken to stream."""
+    """Whether `model` may stream its text token by token. writegate's scripted models
+    (`ScriptedChatModel` and what derives from it: `NoChatModel`, the demo's model)
+    answer in one piece, as does a chat model whose streaming is disabled (a model bound
+    to tools under `disable_streaming="tool_calling"` too); LangGraph's `messages` mode
+    would only cost their runs its callbacks on every step. Any other model is taken to
+    stream."""
     while isinstance(model, RunnableBinding):
         model = model.bound
-    if not isinstance(model, BaseChatModel):
-        return True
-    return type(model)._stream is not BaseChatModel._stream and not model.disable_streaming
+    if isinstance(model, ScriptedChatModel):
+        return False
+    return not (isinstance(model, BaseChatModel) and model.disable_streaming)
 
 
 def describe_env_model(env: Mapping[str, str] | None = None) -> str:
