@@ -324,52 +324,44 @@ class ThreadLock:
         owner: Identity | None,
         read: Read | None,
     ) -> None:
-        if wait_s <= 0 and owner is None and read is None:
-            row = conn.execute(self._try_sql, self._params()).fetchone()
-            if not (row and row["ok"]):
-                self._held = False
-                raise InProgress("another request is running this thread", thread_id=thread_id)
-        else:
-            # One transaction: the owner's check, the wait's lock_timeout (it ends with
-            # the transaction), the session lock and the lease row, and the read once
-            # they are granted, in one commit.
-            try:
-                with conn.transaction():
-                    if owner is not None:
-                        ids = (thread_id, owner.tenant_id, owner.user_id)
-                        if conn.execute(sql.SELECT_THREAD_SQL, ids).fetchone() is None:
-                            self._held = False
-                            raise NotFound(NO_THREAD, thread_id=thread_id)
-                    if wait_s > 0:
-                        conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
-                    row = conn.execute(
-                        self._lock_sql if wait_s > 0 else self._try_sql, self._params()
-                    ).fetchone()
-                    granted = wait_s > 0 or bool(row and row["ok"])
-                    leased = self.lease is None or (
-                        row is not None and row["generation"] is not None
-                    )
-                    if read is not None and granted and leased:
-                        self.read = read(conn)
-                if wait_s <= 0 and not (row and row["ok"]):
-                    self._held = False
-                    raise InProgress("another request is running this thread", thread_id=thread_id)
-            except LockNotAvailable as exc:
-                self._held = False
-                raise InProgress(
-                    "another request is still running this thread", thread_id=thread_id
-                ) from exc
-        if self.lease is None:
-            return
-        if row is None or row["generation"] is None:
+        # One transaction: the owner's check, the wait's lock_timeout (it ends with the
+        # transaction), the session lock and the lease row, and the read once they are
+        # granted, in one commit.
+        try:
+            with conn.transaction():
+                if owner is not None:
+                    ids = (thread_id, owner.tenant_id, owner.user_id)
+                    if conn.execute(sql.SELECT_THREAD_SQL, ids).fetchone() is None:
+                        self._held = False
+                        raise NotFound(NO_THREAD, thread_id=thread_id)
+                if wait_s > 0:
+                    conn.execute(sql.SET_LOCK_TIMEOUT_SQL, (f"{int(wait_s * 1000)}ms",))
+                row = conn.execute(
+                    self._lock_sql if wait_s > 0 else self._try_sql, self._params()
+                ).fetchone()
+                granted = wait_s > 0 or bool(row and row["ok"])
+                leased = self.lease is None or (row is not None and row["generation"] is not None)
+                if read is not None and granted and leased:
+                    self.read = read(conn)
+        except LockNotAvailable as exc:
+            self._held = False
+            raise InProgress(
+                "another request is still running this thread", thread_id=thread_id
+            ) from exc
+        if not granted:
+            self._held = False
+            raise InProgress("another request is running this thread", thread_id=thread_id)
+        if not leased:
             # Locked, but a run whose lock session died (a failover) still holds the
             # lease: it may be writing this thread right now.
             raise InProgress(
                 "another request is still running this thread; retry shortly",
                 thread_id=thread_id,
             )
-        self.lease.generation = int(row["generation"])
-        self.lease.renewed_at = time.monotonic()
+        if self.lease is not None:
+            assert row is not None
+            self.lease.generation = int(row["generation"])
+            self.lease.renewed_at = time.monotonic()
 
     def keep(self) -> None:
         """Between a run's steps (see `Lease.keep`); a shared lock has nothing to keep."""
