@@ -12,7 +12,7 @@ import pytest
 
 from tests.app_db import setup_app
 from writegate.checkpoints.pool import open_pool
-from writegate.surfaces.store.http_store import HttpStore
+from writegate.surfaces.store.http_store import HttpStore, ThreadLock
 from writegate.surfaces.store.streams import StreamStore, TurnStream
 
 THREAD = "th_stream"
@@ -63,6 +63,17 @@ def _seqs(replica: StreamStore, stream_id: str) -> list[int]:
     return [row.seq for row in replica.after(stream_id, THREAD, -1)]
 
 
+def _end_and_let_go(turn: TurnStream, lock: ThreadLock, replica: StreamStore, url: str) -> None:
+    """The turn's `end` (seq 1, after its one event) is committed with the release: the
+    replay buffer holds both, and the thread is let go."""
+    turn.hold(1, "end", '{"status": "done"}')
+    rest = turn.rest()
+    assert rest is not None
+    assert lock.release(rest) is True
+    assert _seqs(replica, turn.stream_id) == [0, 1]
+    _assert_let_go(url)
+
+
 def test_the_first_event_at_once_the_next_ones_together_when_due(
     store: HttpStore, replica: StreamStore
 ) -> None:
@@ -98,12 +109,7 @@ def test_the_rest_commits_with_the_release_and_the_thread_is_free(
     turn = TurnStream(StreamStore(store.pool), "st_b", THREAD, clock=Clock())
     lock = store.lock_thread(THREAD, wait_s=1.0)
     turn.add(0, "message", "{}")
-    turn.hold(1, "end", '{"status": "done"}')
-    rest = turn.rest()
-    assert rest is not None
-    assert lock.release(rest) is True
-    assert _seqs(replica, "st_b") == [0, 1]
-    _assert_let_go(url)
+    _end_and_let_go(turn, lock, replica, url)
     store.lock_thread(THREAD, wait_s=0).release()  # the next run takes it at once
 
 
@@ -132,9 +138,4 @@ def test_a_turn_whose_lock_session_died_still_stores_its_last_events(
     with psycopg.connect(url, autocommit=True) as admin:
         (pid,) = admin.execute(HOLDER_SQL).fetchone()  # type: ignore[misc]
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    turn.hold(1, "end", '{"status": "done"}')
-    rest = turn.rest()
-    assert rest is not None
-    assert lock.release(rest) is True
-    assert _seqs(replica, "st_c") == [0, 1]
-    _assert_let_go(url)
+    _end_and_let_go(turn, lock, replica, url)
