@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
+from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory, copy_checkpoint
 from langgraph.checkpoint.postgres import PostgresSaver
 
 from writegate.checkpoints.outage import outage_mapped
@@ -43,3 +43,29 @@ class Saver(PostgresSaver):
     def get_delta_channel_history(self, **kwargs: Any) -> Mapping[str, DeltaChannelHistory]:
         with outage_mapped():
             return super().get_delta_channel_history(**kwargs)
+
+
+class Primed(Saver):
+    """`saver`, on the same connections, except that the first read of its thread's
+    latest checkpoint is answered with `saved`, a checkpoint its caller has just read
+    (`None`: the thread has none yet). For a run that holds its thread's lock and
+    starts from what it read as it took it: nothing else writes the thread meanwhile,
+    so reading it again would find the same. Every later read goes to the database."""
+
+    def __init__(self, saver: PostgresSaver, thread_id: str, saved: CheckpointTuple | None):
+        super().__init__(saver.conn, saver.pipe, serde=saver.serde)
+        self._thread_id = thread_id
+        self._saved: list[CheckpointTuple | None] = [saved]  # emptied by the first read
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config.get("configurable", {})
+        latest = not conf.get("checkpoint_ns") and not conf.get("checkpoint_id")
+        if self._saved and latest and conf.get("thread_id") == self._thread_id:
+            return self._saved.pop()
+        return super().get_tuple(config)
+
+
+def copied(saved: CheckpointTuple | None) -> CheckpointTuple | None:
+    """`saved` with a checkpoint of its own: LangGraph updates a checkpoint it reads in
+    place (its versions), so two readers of one tuple are given a copy each."""
+    return saved and saved._replace(checkpoint=copy_checkpoint(saved.checkpoint))

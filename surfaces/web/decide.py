@@ -149,7 +149,7 @@ class Decisions:
         pid = value["proposal_id"]
         config = self.runner.config(identity, thread_id)
         messages: list[MessageView] = []
-        state = held.read
+        state = held.read.state
         if stalled_in(state):  # a replica died mid-run: finish its steps
             messages += _messages(self.runner.events(None, identity, config, held, tokens=False))
             state = self.runner.state(config)
@@ -205,7 +205,7 @@ class Decisions:
         lock = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s, shared=True, read=read)
         answer: Answer | None = None
         try:
-            state = lock.read  # read once, as the lock was granted: it cannot change under it
+            state = lock.read.state  # read once, as the lock was granted: it cannot change under it
             questions = questions_in(state)
             if stalled_in(state) or value["proposal_id"] in questions:
                 return None

@@ -16,13 +16,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.types import Interrupt, StateSnapshot, StreamMode
 from psycopg import Connection
 from psycopg.rows import DictRow
 
 from writegate.approval.errors import ApprovalPending
 from writegate.approval.models import PENDING, Identity, ProposalStatus
-from writegate.checkpoints.saver import Saver
+from writegate.checkpoints.saver import Primed, Saver, copied
 from writegate.graph.messages import executed_values
 from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store.http_store import HttpStore, Read, ThreadLock
@@ -39,6 +40,16 @@ class Preparation:
 
     resume: dict[str, Any] = field(default_factory=dict)
     recover: bool = False
+
+
+@dataclass
+class ThreadRead:
+    """A thread's checkpoint as read under its lock (`Runner.reading`): its snapshot, and
+    the saved checkpoint the lock holder's first run starts from, not read again."""
+
+    state: StateSnapshot
+    saved: CheckpointTuple | None
+    started: bool = False  # the first run has been given `saved`
 
 
 def _expires(value: dict[str, Any]) -> datetime:
@@ -94,13 +105,16 @@ class Runner:
     def reading(self, config: RunnableConfig) -> Read:
         """The thread's checkpoint read on a session given later: the thread lock's, in
         the transaction that takes it (`HttpStore.lock_thread(read=...)`), as of the
-        lock's grant and without a commit of its own. The same graph, on a saver of
-        that session."""
+        lock's grant and without a commit of its own. Gives a `ThreadRead`: the
+        snapshot, and the checkpoint the lock holder's first run starts from."""
+        thread_id = str(config["configurable"]["thread_id"])
 
-        def read(conn: Connection[DictRow]) -> StateSnapshot:
+        def read(conn: Connection[DictRow]) -> ThreadRead:
             saver = Saver(conn, serde=self.rt.checkpointer.serde)
-            state: StateSnapshot = self.graph.copy({"checkpointer": saver}).get_state(config)
-            return state
+            saved = saver.get_tuple(config)
+            primed = Primed(saver, thread_id, copied(saved))
+            state: StateSnapshot = self.graph.copy({"checkpointer": primed}).get_state(config)
+            return ThreadRead(state, saved)
 
         return read
 
@@ -162,7 +176,7 @@ class Runner:
         that answers with one body (a decision) asks for none."""
         streamed = tokens and self.tokens
         modes: list[StreamMode] = ["messages", "updates"] if streamed else ["updates"]
-        stream = self.graph.stream(value, config, stream_mode=modes)
+        stream = self._graph_for(held, config).stream(value, config, stream_mode=modes)
         for mode, chunk in stream:
             held.keep()
             if mode == "messages":
@@ -180,6 +194,17 @@ class Runner:
                     for message in update.get("messages") or []:
                         if isinstance(message, BaseMessage):
                             yield "message", message_view(message)
+
+    def _graph_for(self, held: ThreadLock, config: RunnableConfig) -> Any:
+        """The graph, on a saver that gives the holder's first run the checkpoint read as
+        the lock was taken (`reading`) instead of reading it again; later runs read."""
+        read = held.read
+        if not isinstance(read, ThreadRead) or read.started:
+            return self.graph
+        read.started = True
+        thread_id = str(config["configurable"]["thread_id"])
+        saver = Primed(self.rt.checkpointer, thread_id, read.saved)
+        return self.graph.copy({"checkpointer": saver})
 
     def tell(self, config: RunnableConfig, text: str) -> None:
         """Add the assistant's note to the thread, ending its turn there: the person

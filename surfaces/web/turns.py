@@ -44,7 +44,7 @@ async def start_turn(
         read = svc.runner.reading(config)  # and the checkpoint read, in the same transaction
         lock = svc.store.lock_thread(thread_id, wait_s=wait_s, owner=identity, read=read)
         try:
-            return lock, svc.runner.prepare(identity, lock.read)
+            return lock, svc.runner.prepare(identity, lock.read.state)
         except BaseException:
             lock.release()
             raise

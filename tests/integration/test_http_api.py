@@ -14,6 +14,7 @@ import httpx
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from langgraph.checkpoint.postgres import PostgresSaver
 
 from tests.integration.http_fixtures import (
     ThreadServer,
@@ -181,6 +182,28 @@ def test_a_later_click_reads_its_threads_checkpoint_once(
     status, body = decide(client, alice, pid, "later")
     assert (status, body["outcome"], body["replayed"]) == (200, "executed", True)
     assert len(reads) == 1, reads
+
+
+def test_a_turn_and_a_click_read_their_threads_checkpoint_once(
+    client: TestClient, url: str, alice: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read made as the thread's lock is taken is the one the run starts from: the
+    graph does not read the checkpoint again (counted in the saver, below every way the
+    service reads it)."""
+    reads: list[str] = []
+    get_tuple = PostgresSaver.get_tuple
+
+    def counted(self: PostgresSaver, config: Any) -> Any:
+        reads.append(config["configurable"]["thread_id"])
+        return get_tuple(self, config)
+
+    monkeypatch.setattr(PostgresSaver, "get_tuple", counted)
+    thread, pid = propose_refund(client, alice, new_order(url))
+    assert reads == [thread]
+    reads.clear()
+    status, body = decide(client, alice, pid, "once")
+    assert (status, body["outcome"]) == (200, "executed")
+    assert reads == [thread]
 
 
 def test_someone_elses_proposal_and_thread_are_not_found(
