@@ -287,6 +287,42 @@ def test_an_expired_approval_is_gone(url: str, alice: dict[str, str]) -> None:
         runtime.close()
 
 
+def test_a_turn_that_first_closes_an_expired_question_reads_again_for_its_message(
+    url: str, alice: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint read as the lock is taken starts the turn's first run only (here
+    the one that closes the expired question); the message's run reads what that one
+    wrote, and the thread goes on from there."""
+    runtime = open_demo(url, setup=False, policy=Policy(proposal_ttl=timedelta(seconds=1))).runtime
+    reads: list[str] = []
+    get_tuple = PostgresSaver.get_tuple
+
+    def counted(self: PostgresSaver, config: Any) -> Any:
+        reads.append(config["configurable"]["thread_id"])
+        return get_tuple(self, config)
+
+    try:
+        with TestClient(create_app(runtime)) as client:
+            thread, pid = propose_refund(client, alice, new_order(url))
+            with psycopg.connect(url, autocommit=True) as conn:  # now() per statement
+                query = "SELECT now() >= expires_at FROM writegate.proposals WHERE proposal_id = %s"
+                wait_for(lambda: conn.execute(query, (pid,)).fetchone()[0], what="expiry")
+            monkeypatch.setattr(PostgresSaver, "get_tuple", counted)
+            more = client.post(
+                f"/v1/threads/{thread}/messages", headers=alice, json={"content": "hi"}
+            )
+            monkeypatch.undo()
+            assert more.status_code == 200 and sse_events(more.text)[-1][1]["status"] == "done"
+            assert reads == [thread, thread]
+            page = client.get(f"/v1/threads/{thread}", headers=alice).json()
+            contents = [m["content"] for m in page["messages"]]
+            assert contents[-2] == "hi" and any("expired" in c for c in contents[:-2]), contents
+            (approval,) = page["approvals"]
+            assert (approval["proposal_id"], approval["status"]) == (pid, "expired")
+    finally:
+        runtime.close()
+
+
 def test_bad_input_gets_the_error_shape_never_500(
     client: TestClient, alice: dict[str, str]
 ) -> None:
