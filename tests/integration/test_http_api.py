@@ -184,12 +184,9 @@ def test_a_later_click_reads_its_threads_checkpoint_once(
     assert len(reads) == 1, reads
 
 
-def test_a_turn_and_a_click_read_their_threads_checkpoint_once(
-    client: TestClient, url: str, alice: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The read made as the thread's lock is taken is the one the run starts from: the
-    graph does not read the checkpoint again (counted in the saver, below every way the
-    service reads it)."""
+def count_checkpoint_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The thread id of every checkpoint read from now on, counted in LangGraph's saver
+    (below every way the service reads one)."""
     reads: list[str] = []
     get_tuple = PostgresSaver.get_tuple
 
@@ -198,6 +195,15 @@ def test_a_turn_and_a_click_read_their_threads_checkpoint_once(
         return get_tuple(self, config)
 
     monkeypatch.setattr(PostgresSaver, "get_tuple", counted)
+    return reads
+
+
+def test_a_turn_and_a_click_read_their_threads_checkpoint_once(
+    client: TestClient, url: str, alice: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read made as the thread's lock is taken is the one the run starts from: the
+    graph does not read the checkpoint again."""
+    reads = count_checkpoint_reads(monkeypatch)
     thread, pid = propose_refund(client, alice, new_order(url))
     assert reads == [thread]
     reads.clear()
@@ -294,20 +300,13 @@ def test_a_turn_that_first_closes_an_expired_question_reads_again_for_its_messag
     the one that closes the expired question); the message's run reads what that one
     wrote, and the thread goes on from there."""
     runtime = open_demo(url, setup=False, policy=Policy(proposal_ttl=timedelta(seconds=1))).runtime
-    reads: list[str] = []
-    get_tuple = PostgresSaver.get_tuple
-
-    def counted(self: PostgresSaver, config: Any) -> Any:
-        reads.append(config["configurable"]["thread_id"])
-        return get_tuple(self, config)
-
     try:
         with TestClient(create_app(runtime)) as client:
             thread, pid = propose_refund(client, alice, new_order(url))
             with psycopg.connect(url, autocommit=True) as conn:  # now() per statement
                 query = "SELECT now() >= expires_at FROM writegate.proposals WHERE proposal_id = %s"
                 wait_for(lambda: conn.execute(query, (pid,)).fetchone()[0], what="expiry")
-            monkeypatch.setattr(PostgresSaver, "get_tuple", counted)
+            reads = count_checkpoint_reads(monkeypatch)
             more = client.post(
                 f"/v1/threads/{thread}/messages", headers=alice, json={"content": "hi"}
             )
