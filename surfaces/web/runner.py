@@ -16,7 +16,6 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.types import Interrupt, StateSnapshot, StreamMode
 from psycopg import Connection
 from psycopg.rows import DictRow
@@ -42,14 +41,14 @@ class Preparation:
     recover: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class ThreadRead:
     """A thread's checkpoint as read under its lock (`Runner.reading`): its snapshot, and
-    the saved checkpoint the lock holder's first run starts from, not read again."""
+    the saver the lock holder's runs use, which gives the first of them that read
+    instead of reading the checkpoint again (later runs read what the earlier wrote)."""
 
     state: StateSnapshot
-    saved: CheckpointTuple | None
-    started: bool = False  # the first run has been given `saved`
+    saver: Primed
 
 
 def _expires(value: dict[str, Any]) -> datetime:
@@ -114,7 +113,7 @@ class Runner:
             saved = saver.get_tuple(config)
             primed = Primed(saver, thread_id, copied(saved))
             state: StateSnapshot = self.graph.copy({"checkpointer": primed}).get_state(config)
-            return ThreadRead(state, saved)
+            return ThreadRead(state, Primed(self.rt.checkpointer, thread_id, saved))
 
         return read
 
@@ -176,7 +175,7 @@ class Runner:
         that answers with one body (a decision) asks for none."""
         streamed = tokens and self.tokens
         modes: list[StreamMode] = ["messages", "updates"] if streamed else ["updates"]
-        stream = self._graph_for(held, config).stream(value, config, stream_mode=modes)
+        stream = self._graph_for(held).stream(value, config, stream_mode=modes)
         for mode, chunk in stream:
             held.keep()
             if mode == "messages":
@@ -195,16 +194,13 @@ class Runner:
                         if isinstance(message, BaseMessage):
                             yield "message", message_view(message)
 
-    def _graph_for(self, held: ThreadLock, config: RunnableConfig) -> Any:
-        """The graph, on a saver that gives the holder's first run the checkpoint read as
-        the lock was taken (`reading`) instead of reading it again; later runs read."""
+    def _graph_for(self, held: ThreadLock) -> Any:
+        """The graph, on the saver of the checkpoint read as the lock was taken
+        (`reading`), if it was."""
         read = held.read
-        if not isinstance(read, ThreadRead) or read.started:
+        if not isinstance(read, ThreadRead):
             return self.graph
-        read.started = True
-        thread_id = str(config["configurable"]["thread_id"])
-        saver = Primed(self.rt.checkpointer, thread_id, read.saved)
-        return self.graph.copy({"checkpointer": saver})
+        return self.graph.copy({"checkpointer": read.saver})
 
     def tell(self, config: RunnableConfig, text: str) -> None:
         """Add the assistant's note to the thread, ending its turn there: the person
