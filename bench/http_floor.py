@@ -2,7 +2,7 @@
 work behind them.
 
 An app of the service's shape (FastAPI with its request-context middleware and error
-handlers, the bearer scheme as a sync dependency, the same input models, a sync
+handlers, the service's bearer-key dependency, the same input models, a sync
 endpoint for the thread and the decision, an async one streaming through the service's
 `EventStreamResponse` after one hop to a worker thread) answers each request with the
 bytes the real service answered it (recorded from the bench's own HTTP writes), under
@@ -21,16 +21,14 @@ from http.client import HTTPConnection
 from typing import Annotated, Any
 
 import uvicorn
-from fastapi import Body, Depends, FastAPI, Header
+from fastapi import Body, FastAPI, Header
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials
 from sse_starlette import ServerSentEvent
 
-from writegate.approval.errors import Unauthorized
 from writegate.surfaces.web import errors
 from writegate.surfaces.web.app import RequestContext
-from writegate.surfaces.web.auth import bearer
+from writegate.surfaces.web.auth import CurrentKey as Caller
 from writegate.surfaces.web.inputs import DecisionIn, MessageIn
 from writegate.surfaces.web.sse import EventStreamResponse
 
@@ -51,17 +49,6 @@ def _events(stream: bytes) -> list[ServerSentEvent]:
         if "event" in fields:
             found.append(ServerSentEvent(fields["data"], event=fields["event"], id=fields["id"]))
     return found
-
-
-def _caller(
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> str:
-    if credentials is None:
-        raise Unauthorized()
-    return credentials.credentials
-
-
-Caller = Annotated[str, Depends(_caller)]
 
 
 def floor_app(recorded: Recorded) -> FastAPI:

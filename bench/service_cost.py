@@ -7,9 +7,10 @@ with the demo's offline scripted model:
   thread of this process), driven by a minimal client (the standard library's HTTP
   client): create a thread, post the message and read the event stream to its end,
   confirm through `/v1/approvals/{id}/decision`, read the receipt in its answer.
-- `service`: the same requests' work with the HTTP layer taken away: the key lookup,
+- `service`: the same requests' work with the HTTP layer taken away:
   `HttpStore.create_thread`, `turns.start_turn` (its stream read to the end) and
-  `Decisions.decide`, called directly.
+  `Decisions.decide`, called directly with the request's key, which each checks in its
+  first transaction as the routes do.
 - `library`: `open_demo` + `build_graph`, invoke, resume with the confirm.
 
 Per write: the wall time (median), Python CPU (the client's thread CPU apart; the
@@ -40,7 +41,6 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 from psycopg.rows import dict_row
 
-from writegate.approval.models import Identity
 from writegate.bench.counting import Tally, counting_connection_class
 from writegate.bench.counts import runtime_on
 from writegate.bench.db import (
@@ -57,7 +57,7 @@ from writegate.bench.http_floor import FloorServer, Recorded, request
 from writegate.demo.model import demo_chat_model
 from writegate.demo.seed import seed_demo
 from writegate.graph.build import build_graph
-from writegate.surfaces.store.keys import create_key, resolve_key
+from writegate.surfaces.store.keys import KeyHolder, create_key
 from writegate.surfaces.web.inputs import ConfirmIn
 from writegate.surfaces.web.services import Services, Settings
 from writegate.surfaces.web.turns import start_turn
@@ -175,26 +175,19 @@ class _Service(_Path):
         self.services.store.open_lock_pool(counting_connection_class(self.tally))
         self.loop = asyncio.new_event_loop()
 
-    def _identity(self) -> Identity:
-        with self.pool.connection() as conn:
-            found = resolve_key(conn, self.key)
-        assert found is not None
-        return found[1]
-
-    async def _turn(self, identity: Identity, thread_id: str, text: str) -> str:
+    async def _turn(self, key: KeyHolder, thread_id: str, text: str) -> str:
         last = ""
-        async for event in await start_turn(self.services, identity, thread_id, text, "bench"):
+        async for event in await start_turn(self.services, key, thread_id, text, "bench"):
             last = str(event.data)
         return str(json.loads(last)["pending"][0]["proposal_id"])
 
     def write(self, order: str) -> None:
         svc = self.services
-        thread_id = svc.store.create_thread(self._identity())["thread_id"]
-        identity = self._identity()
-        pid = self.loop.run_until_complete(self._turn(identity, thread_id, _refund_text(order)))
-        identity = self._identity()
+        key = KeyHolder(self.key)  # checked by each request, as the routes do
+        thread_id = svc.store.create_thread(key)["thread_id"]
+        pid = self.loop.run_until_complete(self._turn(key, thread_id, _refund_text(order)))
         confirm = ConfirmIn(action="confirm")
-        status, body = svc.decisions.decide(identity, pid, confirm, f"bench-{pid}", "bench")
+        status, body = svc.decisions.decide(key, pid, confirm, f"bench-{pid}", "bench")
         if status != 200 or body.get("receipt") is None:
             raise RuntimeError(f"no receipt from the service: {status} {body}")
 

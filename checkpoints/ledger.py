@@ -464,6 +464,11 @@ class PgLedgerStore:
 
     reading = statements
 
+    def on(self, conn: Connection[DictRow]) -> PgLedgerTx:
+        """The ledger on a session given from outside, in whatever transaction it is
+        in (a request that reads the ledger in its own first transaction)."""
+        return PgLedgerTx(conn, self.sql, self.clock)
+
     def audit_rows(self, tenant_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         """One tenant's audit rows, by `audit_id`: `order` "oldest" (the default) or
         "newest" first, only those after `after` (an audit_id) when given, at most

@@ -37,8 +37,10 @@ from writegate.approval.errors import InProgress, NotFound, Unavailable, Writega
 from writegate.approval.models import Identity
 from writegate.approval.views import Page, PageArgs, created_after, created_key
 from writegate.checkpoints.ledger_sql import created_page
+from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.surfaces.store import http_sql as sql
+from writegate.surfaces.store.keys import Caller, identify
 
 MAX_THREADS = 1_000  # one page of a user's threads, at most
 
@@ -113,10 +115,15 @@ class HttpStore:
 
     # -- threads ----------------------------------------------------------------------
 
-    def create_thread(self, identity: Identity) -> dict[str, Any]:
+    def create_thread(self, caller: Caller) -> dict[str, Any]:
+        """A new thread of the caller's, its key checked in the same transaction."""
         thread_id = "th_" + secrets.token_urlsafe(12)
-        params = (thread_id, identity.tenant_id, identity.user_id)
-        return self._all(sql.INSERT_THREAD_SQL, params)[0]
+        with self.pool.connection() as conn, conn.transaction():
+            identity = identify(caller, conn)
+            params = (thread_id, identity.tenant_id, identity.user_id)
+            row = conn.execute(sql.INSERT_THREAD_SQL, params).fetchone()
+        assert row is not None
+        return dict(row)
 
     def get_thread(self, identity: Identity, thread_id: str) -> dict[str, Any] | None:
         rows = self._all(sql.SELECT_THREAD_SQL, (thread_id, identity.tenant_id, identity.user_id))
@@ -136,18 +143,28 @@ class HttpStore:
 
     # -- clicks -----------------------------------------------------------------------
 
+    @contextmanager
+    def transaction(self) -> Iterator[Connection[DictRow]]:
+        """A session of the runtime's pool, in one transaction (one commit); a database
+        outage leaves it as `TemporarilyUnavailable`, as the ledger's do."""
+        with outage_mapped(), self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    @staticmethod
     def claim_click(
-        self, identity: Identity, key: str, proposal_id: str, request_digest: str
+        conn: Connection[DictRow],
+        identity: Identity,
+        key: str,
+        proposal_id: str,
+        request_digest: str,
     ) -> Click | None:
-        """None when this request claimed the key; else the record already there."""
+        """Claim a click's key on `conn` (in the caller's transaction): None when this
+        request claimed it; else the record already there."""
         ids = (identity.tenant_id, identity.user_id, key)
-        with self.pool.connection() as conn:
-            claimed = conn.execute(
-                sql.CLAIM_CLICK_SQL, (*ids, proposal_id, request_digest)
-            ).fetchone()
-            if claimed is not None:
-                return None
-            row = conn.execute(sql.SELECT_CLICK_SQL, ids).fetchone()
+        claimed = conn.execute(sql.CLAIM_CLICK_SQL, (*ids, proposal_id, request_digest)).fetchone()
+        if claimed is not None:
+            return None
+        row = conn.execute(sql.SELECT_CLICK_SQL, ids).fetchone()
         assert row is not None  # click rows are never deleted
         return Click(row["proposal_id"], row["request_digest"], row["status_code"], row["response"])
 
@@ -174,7 +191,7 @@ class HttpStore:
         *,
         wait_s: float,
         shared: bool = False,
-        owner: Identity | None = None,
+        owner: Caller | None = None,
         read: Read | None = None,
     ) -> ThreadLock:
         """Take the thread's lock, waiting up to wait_s (0: don't wait); InProgress if the
@@ -182,11 +199,13 @@ class HttpStore:
         Exclusive, it comes with the thread's lease: InProgress too while a run whose
         lock session died still holds it. `shared` (with a wait): held beside other
         shared holders, never beside the one exclusive holder; for a request that only
-        reads the thread. `owner`: NotFound, before any lock is taken, unless the thread
-        is this user's (checked in the lock's own transaction). `read`: made on the
-        lock's session once the lock (and lease) is granted, in the transaction that
-        took it, so as of the grant and with no commit of its own; its result is the
-        lock's `read`."""
+        reads the thread. `owner`: its key (if its identity is not known yet) and then
+        the thread are checked in the lock's own transaction, before any lock is taken:
+        Unauthorized for a key no longer valid, NotFound unless the thread is this
+        user's; the lock's `owner` is then the identity. `read`: made on the lock's
+        session once the lock (and lease) is granted, in the transaction that took it,
+        so as of the grant and with no commit of its own; its result is the lock's
+        `read`."""
         try:
             conn = self.lock_pool.getconn(timeout=self.lock_checkout_s)
         except PoolTimeout as exc:
@@ -286,7 +305,7 @@ class ThreadLock:
         *,
         shared: bool = False,
         lease: Lease | None = None,
-        owner: Identity | None = None,
+        owner: Caller | None = None,
         read: Read | None = None,
         spare: Pool,
     ) -> None:
@@ -307,6 +326,7 @@ class ThreadLock:
         # other way may have taken it, and release() must then unlock it.
         self._held = True
         self.read: Any = None  # what `read` gave, in the transaction that took the lock
+        self.owner: Identity | None = None  # the owner's identity, as checked there
         try:
             self._acquire(conn, thread_id, wait_s, owner, read)
         except BaseException:
@@ -321,16 +341,21 @@ class ThreadLock:
         conn: Connection[DictRow],
         thread_id: str,
         wait_s: float,
-        owner: Identity | None,
+        owner: Caller | None,
         read: Read | None,
     ) -> None:
-        # One transaction: the owner's check, the wait's lock_timeout (it ends with the
-        # transaction), the session lock and the lease row, and the read once they are
-        # granted, in one commit.
+        # One transaction: the owner's key and thread, the wait's lock_timeout (it ends
+        # with the transaction), the session lock and the lease row, and the read once
+        # they are granted, in one commit.
         try:
             with conn.transaction():
                 if owner is not None:
-                    ids = (thread_id, owner.tenant_id, owner.user_id)
+                    try:
+                        self.owner = identify(owner, conn)
+                    except WritegateError:
+                        self._held = False
+                        raise
+                    ids = (thread_id, self.owner.tenant_id, self.owner.user_id)
                     if conn.execute(sql.SELECT_THREAD_SQL, ids).fetchone() is None:
                         self._held = False
                         raise NotFound(NO_THREAD, thread_id=thread_id)

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from writegate.approval.canonical import hash_secret
-from writegate.approval.errors import NotFound, ValidationFailed
+from writegate.approval.errors import NotFound, Unauthorized, ValidationFailed
 from writegate.approval.models import Identity
 from writegate.approval.views import Page, PageArgs, created_after, created_key
 from writegate.checkpoints.ledger_sql import created_page
@@ -91,6 +91,30 @@ def resolve_key(conn: Any, secret: str) -> tuple[str, Identity] | None:
     if row is None:
         return None
     return row["key_id"], Identity(row["user_id"], row["tenant_id"], frozenset(row["roles"]))
+
+
+@dataclass(frozen=True)
+class KeyHolder:
+    """A request's bearer key, not yet looked up: the request checks it on the session
+    of its first transaction (`identify`), so the check costs no commit of its own.
+    Revoked, it is refused from the next request on, as a key looked up alone is."""
+
+    secret: str
+
+    def principal(self, conn: Any) -> tuple[str, Identity]:
+        """The key's id and identity; Unauthorized for an unknown or revoked key."""
+        found = resolve_key(conn, self.secret)
+        if found is None:
+            raise Unauthorized("unknown or revoked API key")
+        return found
+
+
+Caller = Identity | KeyHolder  # who a request acts as: known already, or by its key
+
+
+def identify(caller: Caller, conn: Any) -> Identity:
+    """The caller's identity, its key (if not known yet) checked on `conn`."""
+    return caller if isinstance(caller, Identity) else caller.principal(conn)[1]
 
 
 def revoke_key(conn: Any, key_id: str) -> bool:

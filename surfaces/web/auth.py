@@ -1,7 +1,11 @@
 """Bearer API keys: every /v1 request says who it is with `Authorization: Bearer <key>`.
 
 The key is looked up by its hash; what it maps to (user, tenant, roles) is the only
-identity the graph ever sees. A missing, unknown or revoked key is a 401.
+identity the graph ever sees. A missing, unknown or revoked key is a 401. The requests
+of an approved write (open a thread, post a message, decide) check the key on the
+session of their own first transaction (`CurrentKey`, `surfaces.store.keys.identify`);
+every other request looks it up first (`CurrentIdentity`). Either way it is looked up
+on every request, so a revoked key is refused from the next one on.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from writegate.approval.errors import Unauthorized
 from writegate.approval.models import Identity
-from writegate.surfaces.store.keys import resolve_key
+from writegate.surfaces.store.keys import KeyHolder
 from writegate.surfaces.web.services import services
 
 bearer = HTTPBearer(
@@ -30,17 +34,19 @@ class Principal:
     identity: Identity
 
 
-def principal(
-    request: Request,
+async def key_holder(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> Principal:
+) -> KeyHolder:
+    """The request's key, not yet looked up (a coroutine: no thread-pool hop); 401
+    without one."""
     if credentials is None:
         raise Unauthorized()
+    return KeyHolder(credentials.credentials)
+
+
+def principal(request: Request, key: Annotated[KeyHolder, Depends(key_holder)]) -> Principal:
     with services(request).runtime.pool.connection() as conn:
-        found = resolve_key(conn, credentials.credentials)
-    if found is None:
-        raise Unauthorized("unknown or revoked API key")
-    return Principal(*found)
+        return Principal(*key.principal(conn))
 
 
 async def identity(who: Annotated[Principal, Depends(principal)]) -> Identity:
@@ -49,3 +55,4 @@ async def identity(who: Annotated[Principal, Depends(principal)]) -> Identity:
 
 CurrentIdentity = Annotated[Identity, Depends(identity)]
 CurrentPrincipal = Annotated[Principal, Depends(principal)]
+CurrentKey = Annotated[KeyHolder, Depends(key_holder)]

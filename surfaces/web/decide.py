@@ -39,8 +39,10 @@ from writegate.approval.errors import (
 )
 from writegate.approval.models import DECIDABLE, Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import execution_outcome, proposal_error
+from writegate.approval.service import ApprovalService
 from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store.http_store import HttpStore, Statement, ThreadLock
+from writegate.surfaces.store.keys import Caller, identify
 from writegate.surfaces.web.amounts import minor_units
 from writegate.surfaces.web.errors import Refused, error_body, status_for
 from writegate.surfaces.web.inputs import EditIn
@@ -71,24 +73,16 @@ class Decisions:
         self.lock_wait_s = lock_wait_s
 
     def decide(
-        self, identity: Identity, proposal_id: str, decision: Any, key: str, rid: str
+        self, caller: Caller, proposal_id: str, decision: Any, key: str, rid: str
     ) -> tuple[int, dict[str, Any]]:
-        """The HTTP status and body for one click."""
-        proposal = self.rt.service.get_proposal(identity, proposal_id)  # 404 if not theirs
-        if isinstance(decision, EditIn):  # "25.00" typed on the page: exact minor units
-            decision = decision.model_copy(
-                update={"args": minor_units(decision.args, proposal.args)}
-            )
-        value = {**decision.model_dump(exclude_none=True), "proposal_id": proposal_id}
-        edited: str | None = None
-        try:
-            request_digest = digest(value)
-            if isinstance(decision, EditIn):
-                spec = self.rt.registry.get(proposal.operation)
-                edited = digest(spec.normalize(decision.args))
-        except CanonicalizationError as exc:
-            raise ValidationFailed(str(exc)) from exc
-        click = self.store.claim_click(identity, key, proposal_id, request_digest)
+        """The HTTP status and body for one click. The caller's key, the proposal's
+        owner and the click's claim are checked and made in one transaction."""
+        with self.store.transaction() as conn:
+            identity = identify(caller, conn)
+            found = self.rt.store.on(conn).get_proposal(proposal_id, for_update=False)
+            proposal = ApprovalService.mine(identity, found, proposal_id)  # 404 if not theirs
+            value, edited, request_digest = self._value(proposal, decision)
+            click = self.store.claim_click(conn, identity, key, proposal_id, request_digest)
         if click is not None:
             if (click.proposal_id, click.request_digest) != (proposal_id, request_digest):
                 raise IdempotencyConflict(
@@ -105,6 +99,24 @@ class Decisions:
             return (self.store.finish_click_statement(identity, key, status, body),)
 
         return self._decide_locked(identity, proposal.thread_id, value, edited, rid, keep)
+
+    def _value(self, proposal: Proposal, decision: Any) -> tuple[dict[str, Any], str | None, str]:
+        """The resume value of a decision, the digest of an edit's arguments, and the
+        click's request digest."""
+        if isinstance(decision, EditIn):  # "25.00" typed on the page: exact minor units
+            decision = decision.model_copy(
+                update={"args": minor_units(decision.args, proposal.args)}
+            )
+        value = {**decision.model_dump(exclude_none=True), "proposal_id": proposal.proposal_id}
+        edited: str | None = None
+        try:
+            request_digest = digest(value)
+            if isinstance(decision, EditIn):
+                spec = self.rt.registry.get(proposal.operation)
+                edited = digest(spec.normalize(decision.args))
+        except CanonicalizationError as exc:
+            raise ValidationFailed(str(exc)) from exc
+        return value, edited, request_digest
 
     def _decide_locked(
         self,

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
 from writegate.approval.errors import NotFound, ValidationFailed
-from writegate.surfaces.web.auth import CurrentIdentity
+from writegate.surfaces.web.auth import CurrentIdentity, CurrentKey
 from writegate.surfaces.web.errors import json_responses, request_id, responses
 from writegate.surfaces.web.events import STREAM_RESPONSE
 from writegate.surfaces.web.inputs import ID_PATTERN, MessageIn, ThreadQuery
@@ -35,9 +35,9 @@ ThreadId = Annotated[
 
 
 @router.post("", status_code=201, response_model=ThreadSummary, responses=responses(401))
-def create_thread(identity: CurrentIdentity, svc: Svc) -> ThreadSummary:
+def create_thread(key: CurrentKey, svc: Svc) -> ThreadSummary:
     """Open a new conversation owned by the caller."""
-    row = svc.store.create_thread(identity)
+    row = svc.store.create_thread(key)
     return ThreadSummary(thread_id=row["thread_id"], created_at=row["created_at"])
 
 
@@ -79,14 +79,14 @@ def read_thread(thread_id: ThreadId, identity: CurrentIdentity, svc: Svc) -> Thr
     responses={**STREAM_RESPONSE, **json_responses(401, 404, 409, 422)},
 )
 async def post_message(
-    thread_id: ThreadId, message: MessageIn, identity: CurrentIdentity, svc: Svc, request: Request
+    thread_id: ThreadId, message: MessageIn, key: CurrentKey, svc: Svc, request: Request
 ) -> EventStreamResponse:
     """Send a message; the agent's turn streams back until it ends or asks for approval.
 
     409 `approval_pending` while an approval of this thread waits for a decision
     (expired ones are closed first), 409 `in_progress` while another run holds it.
     """
-    events = await start_turn(svc, identity, thread_id, message.content, request_id(request))
+    events = await start_turn(svc, key, thread_id, message.content, request_id(request))
     return EventStreamResponse(events, ping_s=svc.settings.stream_ping_s)
 
 

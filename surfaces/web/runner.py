@@ -105,7 +105,8 @@ class Runner:
         """The thread's checkpoint read on a session given later: the thread lock's, in
         the transaction that takes it (`HttpStore.lock_thread(read=...)`), as of the
         lock's grant and without a commit of its own. Gives a `ThreadRead`: the
-        snapshot, and the checkpoint the lock holder's first run starts from."""
+        snapshot, and the checkpoint the lock holder's first run starts from. Only the
+        thread's id in `config` counts: a checkpoint is the thread's, whoever reads it."""
         thread_id = str(config["configurable"]["thread_id"])
 
         def read(conn: Connection[DictRow]) -> ThreadRead:

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from langgraph.checkpoint.postgres import PostgresSaver
 
 from tests.integration.http_fixtures import (
+    TENANT,
     ThreadServer,
     make_key,
     new_order,
@@ -27,6 +28,7 @@ from tests.integration.http_fixtures import (
 from writegate.approval.service import Policy
 from writegate.demo.provider import SimulatedProvider
 from writegate.demo.runtime import open_demo
+from writegate.surfaces.store.keys import create_key, revoke_key
 from writegate.surfaces.web import Settings, create_app
 
 
@@ -81,6 +83,52 @@ def test_requests_without_a_valid_key_are_refused(client: TestClient) -> None:
         assert r.status_code == 401
         assert r.headers["www-authenticate"] == "Bearer"
         assert_error(r.json(), "unauthorized")
+
+
+def test_a_revoked_key_opens_no_thread_says_nothing_and_decides_nothing(
+    client: TestClient, url: str
+) -> None:
+    """Each request of an approved write checks its key in its own first transaction:
+    once the key is revoked, none of them is let in, and none changes anything."""
+    with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+        made = create_key(conn, "user_42", TENANT, [])
+    who = {"Authorization": "Bearer " + made.secret}
+    thread, pid = propose_refund(client, who, new_order(url))
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert revoke_key(conn, made.key_id)
+        before = _rows_of_user(conn)
+    refused = [
+        client.post("/v1/threads", headers=who),
+        client.post(f"/v1/threads/{thread}/messages", headers=who, json={"content": "hi"}),
+        client.post(
+            f"/v1/approvals/{pid}/decision",
+            headers={**who, "Idempotency-Key": "revoked-1"},
+            json={"action": "confirm"},
+        ),
+    ]
+    for r in refused:
+        assert r.status_code == 401, r.text
+        assert r.headers["www-authenticate"] == "Bearer"
+        assert_error(r.json(), "unauthorized")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert _rows_of_user(conn) == before
+        status = conn.execute(
+            "SELECT status FROM writegate.proposals WHERE proposal_id = %s", (pid,)
+        ).fetchone()
+    assert status == ("awaiting_confirmation",)
+
+
+def _rows_of_user(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
+    """user_42's threads and clicks, and the thread's checkpoints: what a request let in
+    would have changed."""
+    return tuple(
+        conn.execute(query).fetchone()
+        for query in (
+            "SELECT count(*) FROM writegate.http_threads WHERE user_id = 'user_42'",
+            "SELECT count(*) FROM writegate.http_clicks WHERE user_id = 'user_42'",
+            "SELECT count(*) FROM checkpoints",
+        )
+    )
 
 
 def test_identity_comes_from_the_key(client: TestClient, alice: dict[str, str]) -> None:
