@@ -28,7 +28,7 @@ from sse_starlette import ServerSentEvent
 
 from writegate.surfaces.web import errors
 from writegate.surfaces.web.app import RequestContext
-from writegate.surfaces.web.auth import CurrentKey as Caller
+from writegate.surfaces.web.auth import CurrentKey
 from writegate.surfaces.web.inputs import DecisionIn, MessageIn
 from writegate.surfaces.web.sse import EventStreamResponse
 
@@ -58,11 +58,11 @@ def floor_app(recorded: Recorded) -> FastAPI:
     events = _events(recorded.stream)
 
     @app.post("/v1/threads", status_code=201)
-    def create_thread(caller: Caller) -> Response:
+    def create_thread(key: CurrentKey) -> Response:
         return Response(recorded.thread, status_code=201, media_type="application/json")
 
     @app.post("/v1/threads/{thread_id}/messages")
-    async def post_message(thread_id: str, message: MessageIn, caller: Caller) -> Any:
+    async def post_message(thread_id: str, message: MessageIn, key: CurrentKey) -> Any:
         await run_in_threadpool(lambda: None)
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
@@ -75,7 +75,7 @@ def floor_app(recorded: Recorded) -> FastAPI:
     def decide(
         proposal_id: str,
         decision: Annotated[DecisionIn, Body()],
-        caller: Caller,
+        key: CurrentKey,
         idempotency_key: Annotated[str, Header(alias="Idempotency-Key")],
     ) -> JSONResponse:
         return JSONResponse(json.loads(recorded.decision))
