@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -371,11 +372,12 @@ class ApprovalService:
         return proposal, execution
 
     def proposal_execution_and_now(
-        self, identity: Identity, proposal_id: str
+        self, identity: Identity, proposal_id: str, reads: LedgerReads | None = None
     ) -> tuple[Proposal, Execution | None, datetime]:
         """`proposal_and_execution`, and the ledger's clock as of that read (brought
-        along with it, without a statement of its own)."""
-        with self.store.reading() as tx:
+        along with it, without a statement of its own). `reads`: made there (a session
+        in a transaction of the caller's) instead of on a connection of their own."""
+        with nullcontext(reads) if reads is not None else self.store.reading() as tx:
             proposal, execution = tx.get_proposal_and_execution(proposal_id)
             mine = self.mine(identity, proposal, proposal_id)
             return mine, execution, tx.now()

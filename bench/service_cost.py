@@ -8,9 +8,9 @@ with the demo's offline scripted model:
   client): create a thread, post the message and read the event stream to its end,
   confirm through `/v1/approvals/{id}/decision`, read the receipt in its answer.
 - `service`: the same requests' work with the HTTP layer taken away:
-  `HttpStore.create_thread`, `turns.start_turn` (its stream read to the end) and
-  `Decisions.decide`, called directly with the request's key, which each checks in its
-  first transaction as the routes do.
+  `HttpStore.create_thread` and `turns.start_turn` (its stream read to the end), called
+  with the request's key, which each checks in its first transaction as the routes do,
+  and `Decisions.decide`, after the key lookup its route makes first.
 - `library`: `open_demo` + `build_graph`, invoke, resume with the confirm.
 
 Per write: the wall time (median), Python CPU (the client's thread CPU apart; the
@@ -183,11 +183,13 @@ class _Service(_Path):
 
     def write(self, order: str) -> None:
         svc = self.services
-        key = KeyHolder(self.key)  # checked by each request, as the routes do
+        key = KeyHolder(self.key)  # checked as the routes check it
         thread_id = svc.store.create_thread(key)["thread_id"]
         pid = self.loop.run_until_complete(self._turn(key, thread_id, _refund_text(order)))
+        with self.pool.connection() as conn:  # the decision's route looks its key up first
+            identity = key.principal(conn)[1]
         confirm = ConfirmIn(action="confirm")
-        status, body = svc.decisions.decide(key, pid, confirm, f"bench-{pid}", "bench")
+        status, body = svc.decisions.decide(identity, pid, confirm, f"bench-{pid}", "bench")
         if status != 200 or body.get("receipt") is None:
             raise RuntimeError(f"no receipt from the service: {status} {body}")
 
@@ -233,9 +235,13 @@ def _timed(path: _Path, client: bool) -> None:
     path.client_cpu.append(thread if client else 0.0)
 
 
-def _counts(tally: Tally) -> tuple[int, int]:
+def _counts(tally: Tally) -> tuple[int, int, int]:
+    """Commits (as the server counts them), statements, and the transactions of the
+    path's own work: its commits less those of connections opened and statements
+    prepared on them, which a pool growing mid-run adds."""
     snap = tally.snapshot()
-    return tally.server_equivalent(), sum(snap["statements"].values())
+    transactions = sum(snap["transactions"].values())
+    return tally.server_equivalent(), sum(snap["statements"].values()), transactions
 
 
 def _wal(url: str, db_oid: int, start: str, end: str) -> tuple[int, int]:
@@ -315,6 +321,7 @@ def run_service_cost(
                 "durable_commits": round(counted[0] / writes, 1) if counted else None,
                 "wal_bytes": round(counted[1] / writes) if counted else None,
                 "statements": round((after[name][1] - before[name][1]) / writes, 1),
+                "transactions": round((after[name][2] - before[name][2]) / writes, 1),
             }
         lib, http, svc = out["library"], out["http"], out["service"]
         keys = ("wall_ms", "cpu_ms", "commits", "durable_commits", "wal_bytes", "statements")

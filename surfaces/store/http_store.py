@@ -33,9 +33,16 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 
-from writegate.approval.errors import InProgress, NotFound, Unavailable, WritegateError
+from writegate.approval.errors import (
+    InProgress,
+    NotFound,
+    Unavailable,
+    WritegateError,
+    database_unavailable,
+)
 from writegate.approval.models import Identity
 from writegate.approval.views import Page, PageArgs, created_after, created_key
+from writegate.checkpoints.database import DatabaseUnavailable
 from writegate.checkpoints.ledger_sql import created_page
 from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool, open_pool
@@ -54,6 +61,9 @@ NO_THREAD = "no such thread for this user"
 
 Statement = tuple[str, dict[str, Any]]  # a statement and its named parameters
 Read = Callable[[Connection[DictRow]], Any]  # a read made on a given session
+# Reads made on the session that commits a thread's release, in that transaction, and
+# the statements to commit there with them (`ThreadLock.release`).
+Finish = Callable[[Connection[DictRow]], tuple[Statement, ...]]
 
 
 @dataclass(frozen=True)
@@ -207,7 +217,10 @@ class HttpStore:
         so as of the grant and with no commit of its own; its result is the lock's
         `read`."""
         try:
-            conn = self.lock_pool.getconn(timeout=self.lock_checkout_s)
+            pool = self.lock_pool
+            conn = pool.getconn(timeout=self.lock_checkout_s)
+        except DatabaseUnavailable as exc:  # the lock sessions' pool could not open
+            raise database_unavailable() from exc
         except PoolTimeout as exc:
             raise Unavailable(
                 "too many requests are running on this server; retry shortly",
@@ -269,15 +282,15 @@ class Lease:
         commit_anywhere(self.pool, [(sql.FREE_LEASE_SQL, self.params())])
 
 
-def commit_anywhere(pool: Pool, statements: list[Statement]) -> bool:
+def commit_anywhere(pool: Pool, statements: list[Statement] | Finish) -> bool:
     """Commit `statements` in one transaction on a session of `pool`, for when the
-    lock's own session is gone. After a failover the first pooled session may still be
-    the old primary's (closed on its error), so a few are tried. False if none took
-    them."""
+    lock's own session is gone (a `Finish`: made on that session, each time it is
+    tried). After a failover the first pooled session may still be the old primary's
+    (closed on its error), so a few are tried. False if none took them."""
     for _ in range(FREE_ATTEMPTS):
         try:
             with pool.connection() as conn, conn.transaction():
-                for statement in statements:
+                for statement in statements(conn) if callable(statements) else statements:
                     conn.execute(*statement)
             return True
         except psycopg.Error:
@@ -393,34 +406,48 @@ class ThreadLock:
         if self.lease is not None:
             self.lease.keep()
 
-    def release(self, *also: Statement) -> bool:
+    def release(self, *also: Statement, finish: Finish | None = None) -> bool:
         """Let the thread go. `also`: statements committed with the release, in one
-        transaction on the lock's session (a turn's last stream events, a click's
-        answer), before the lock is let go; if that session is gone, on another session
-        once the lock is (`commit_anywhere`). False when they could not be committed."""
+        transaction on the lock's session (a turn's last stream events), before the lock
+        is let go; `finish`: reads made in that transaction, while the thread is still
+        held, and the statements they give to commit with it (a click's answer, read
+        and stored). If that session is gone, they are made and committed on another
+        session, the thread still held by its lease (`commit_anywhere`), which is then
+        freed. False when they could not be committed."""
         conn, self._conn = self._conn, None
         if conn is None:
-            return not also
+            return not also and finish is None
+
+        def statements(session: Connection[DictRow]) -> tuple[Statement, ...]:
+            return (*also, *(finish(session) if finish is not None else ()))
+
+        work = bool(also) or finish is not None
         # Unlock first so a waiter gets the lock at once; only what was taken is undone
         # (unlocking a lock not held draws a server WARNING). A session whose unlock
         # fails is closed instead (which releases the lock); the pool replaces it,
         # and the lease is freed on the runtime's pool.
         leased = self.lease is not None and self.lease.generation is not None
+        let_go = False
         try:
-            with conn.transaction() if also else nullcontext():
-                for statement in also:
-                    conn.execute(*statement)
-                if self._held and leased:
-                    assert self.lease is not None
-                    conn.execute(sql.THREAD_UNLEASE_SQL, self.lease.params(self.key))
-                elif self._held:
-                    conn.execute(self._unlock_sql, (self.key,))
-            done = True
-        except psycopg.Error:
+            try:
+                with conn.transaction() if work else nullcontext():
+                    for statement in statements(conn):
+                        conn.execute(*statement)
+                    if self._held and leased:
+                        assert self.lease is not None
+                        conn.execute(sql.THREAD_UNLEASE_SQL, self.lease.params(self.key))
+                    elif self._held:
+                        conn.execute(self._unlock_sql, (self.key,))
+                let_go = True
+                return True
+            except psycopg.Error:
+                conn.close()
+                return not work or commit_anywhere(self._spare, statements)
+        except BaseException:  # `finish` failed: nothing is committed, the thread goes
             conn.close()
-            if leased:
+            raise
+        finally:
+            if leased and not let_go:
                 assert self.lease is not None
                 self.lease.free()
-            done = not also or commit_anywhere(self._spare, list(also))
-        self._pool.putconn(conn)
-        return done
+            self._pool.putconn(conn)

@@ -7,7 +7,8 @@ and replicas: whoever holds it resumes the graph if the proposal's question is s
 open; whoever comes second finds the question gone and answers from the ledger, with
 the same receipt. Clicks that find the lock busy wait for it shared, so that they
 answer together once the resume is done. Every answer, first or replayed, is read
-from the ledger.
+from the ledger; the resuming click's is read and stored in the transaction that lets
+the thread go.
 
 A proposal the ledger holds open whose thread asks no question for it any more (a run
 cut by a failover ended the turn) cannot be resumed: under the exclusive lock it is
@@ -18,9 +19,12 @@ cancelled approval (docs/failover.md).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.types import Command
+from psycopg import Connection
+from psycopg.rows import DictRow
 
 from writegate.approval.canonical import CanonicalizationError, digest
 from writegate.approval.conversation import awaiting_second
@@ -35,14 +39,15 @@ from writegate.approval.errors import (
     ProposalSuperseded,
     ValidationFailed,
     WritegateError,
+    database_unavailable,
     error_for_code,
 )
 from writegate.approval.models import DECIDABLE, Identity, Proposal, ProposalStatus
 from writegate.approval.outcomes import execution_outcome, proposal_error
 from writegate.approval.service import ApprovalService
+from writegate.approval.store import LedgerReads
 from writegate.runtime.wiring import Runtime
 from writegate.surfaces.store.http_store import HttpStore, Statement, ThreadLock
-from writegate.surfaces.store.keys import Caller, identify
 from writegate.surfaces.web.amounts import minor_units
 from writegate.surfaces.web.errors import Refused, error_body, status_for
 from writegate.surfaces.web.inputs import EditIn
@@ -65,6 +70,17 @@ class _Orphaned(Exception):
     exclusive lock only."""
 
 
+@dataclass(frozen=True)
+class _Ran:
+    """A resume under the thread's lock: what its runs said, the questions they left
+    open, and whether there was nothing to resume (the click replays an answer)."""
+
+    thread_id: str
+    messages: list[MessageView]
+    questions: Questions
+    replayed: bool
+
+
 class Decisions:
     def __init__(self, runtime: Runtime, runner: Runner, store: HttpStore, lock_wait_s: float):
         self.rt = runtime
@@ -73,12 +89,11 @@ class Decisions:
         self.lock_wait_s = lock_wait_s
 
     def decide(
-        self, caller: Caller, proposal_id: str, decision: Any, key: str, rid: str
+        self, identity: Identity, proposal_id: str, decision: Any, key: str, rid: str
     ) -> tuple[int, dict[str, Any]]:
-        """The HTTP status and body for one click. The caller's key, the proposal's
-        owner and the click's claim are checked and made in one transaction."""
+        """The HTTP status and body for one click. The proposal's owner is checked and
+        the click's key claimed in one transaction."""
         with self.store.transaction() as conn:
-            identity = identify(caller, conn)
             found = self.rt.store.on(conn).get_proposal(proposal_id, for_update=False)
             proposal = ApprovalService.mine(identity, found, proposal_id)  # 404 if not theirs
             value, edited, request_digest = self._value(proposal, decision)
@@ -141,12 +156,28 @@ class Decisions:
                 held = self.store.lock_thread(thread_id, wait_s=self.lock_wait_s, read=read)
         except WritegateError as exc:  # still busy, or no lock session free: retry
             return status_for(exc.code), error_body(exc, rid)
-        answer: Answer | None = None
         try:
-            answer = _respond(lambda: self._resume(identity, thread_id, value, edited, held), rid)
-            return answer
-        finally:
-            held.release(*(keep(*answer) if answer else ()))
+            ran = self._resume(identity, thread_id, value, edited, held)
+        except BaseException as exc:
+            refused = _refusal(exc, rid)
+            held.release(*(keep(*refused) if refused else ()))
+            if refused is None:
+                raise
+            return refused
+        # The answer is read, and stored, in the transaction that lets the thread go.
+        answers: list[Answer] = []
+
+        def finish(conn: Connection[DictRow]) -> tuple[Statement, ...]:
+            reads = self.rt.store.on(conn)
+            answer = _respond(lambda: self._answer_ran(identity, value, edited, ran, reads), rid)
+            answers.append(answer)
+            return keep(*answer)
+
+        held.release(finish=finish)
+        if not answers:  # neither the lock's session nor another could read it
+            away = database_unavailable()
+            return status_for(away.code), error_body(away, rid)
+        return answers[-1]
 
     def _resume(
         self,
@@ -155,9 +186,9 @@ class Decisions:
         value: dict[str, Any],
         edited: str | None,
         held: ThreadLock,
-    ) -> DecisionResult:
-        """Resume the question with the answer, if it is still open; the result as the
-        ledger then says it."""
+    ) -> _Ran:
+        """Resume the question with the answer, if it is still open: what the run said
+        and the questions it left open."""
         pid = value["proposal_id"]
         config = self.runner.config(identity, thread_id)
         messages: list[MessageView] = []
@@ -175,13 +206,28 @@ class Decisions:
             asked_again = questions.get(pid)
             if asked_again is not None and asked_again[1].get("error"):
                 self._refuse_answer(identity, asked_again[1])
+        return _Ran(thread_id, messages, questions, replayed=question is None)
+
+    def _answer_ran(
+        self,
+        identity: Identity,
+        value: dict[str, Any],
+        edited: str | None,
+        ran: _Ran,
+        reads: LedgerReads,
+    ) -> DecisionResult:
+        """The result of a resume as the ledger then says it, read with `reads` (under
+        the thread's lock, or its lease: an orphaned proposal is repaired here)."""
         try:
+            replayed = ran.replayed
             return self._answer(
-                identity, value, edited, messages, questions, replayed=question is None
+                identity, value, edited, ran.messages, ran.questions, replayed=replayed, reads=reads
             )
         except _Orphaned:
-            self._repair(identity, thread_id, pid)
-            return self._answer(identity, value, edited, messages, {}, replayed=True, lost=True)
+            self._repair(identity, ran.thread_id, value["proposal_id"])
+            return self._answer(
+                identity, value, edited, ran.messages, {}, replayed=True, lost=True, reads=reads
+            )
 
     def resume_requester(self, proposal: Proposal) -> None:
         """After the second approval ran `proposal`: resume its requester's thread, as
@@ -263,13 +309,14 @@ class Decisions:
         *,
         replayed: bool,
         lost: bool = False,
+        reads: LedgerReads | None = None,
     ) -> DecisionResult:
         """What the ledger says now about this proposal, for this action; `questions`: its
         thread's open questions, as the caller last read them under the thread's lock.
         `_Orphaned` when it is open and no question asks about it; `lost`: the caller
         has repaired that (`_repair`), and the answer says so."""
         pid, action = value["proposal_id"], value["action"]
-        proposal, execution, now = self.rt.service.proposal_execution_and_now(identity, pid)
+        proposal, execution, now = self.rt.service.proposal_execution_and_now(identity, pid, reads)
         question = questions.get(pid)
         view = approval_view(
             proposal_row(proposal),
@@ -342,10 +389,19 @@ def _respond(decided: Callable[[], DecisionResult], rid: str) -> Answer:
     """The status and body of a decision, or of the refusal it met."""
     try:
         return 200, decided().model_dump(mode="json")
-    except Refused as exc:
+    except (Refused, WritegateError) as exc:
+        refused = _refusal(exc, rid)
+        assert refused is not None
+        return refused
+
+
+def _refusal(exc: BaseException, rid: str) -> Answer | None:
+    """The status and body of a refusal; None for any other exception."""
+    if isinstance(exc, Refused):
         return status_for(exc.error.code), error_body(exc.error, rid, exc.state)
-    except WritegateError as exc:
+    if isinstance(exc, WritegateError):
         return status_for(exc.code), error_body(exc, rid)
+    return None
 
 
 def _messages(events: Any) -> list[MessageView]:

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 
 from writegate.approval.errors import NotFound
 from writegate.approval.models import PENDING
-from writegate.surfaces.web.auth import CurrentIdentity, CurrentKey
+from writegate.surfaces.web.auth import CurrentIdentity
 from writegate.surfaces.web.errors import request_id, responses
 from writegate.surfaces.web.inputs import (
     ID_PATTERN,
@@ -79,7 +79,7 @@ def read_approval(proposal_id: ProposalId, identity: CurrentIdentity, svc: Svc) 
 def decide(
     proposal_id: ProposalId,
     decision: Annotated[DecisionIn, Body()],
-    key: CurrentKey,
+    identity: CurrentIdentity,
     svc: Svc,
     request: Request,
     idempotency_key: Annotated[
@@ -94,7 +94,7 @@ def decide(
     """Confirm, decline, cancel or edit. Confirm answers with the execution's receipt;
     a second confirm (another click, another replica) answers with the same receipt."""
     status, body = svc.decisions.decide(
-        key, proposal_id, decision, idempotency_key, request_id(request)
+        identity, proposal_id, decision, idempotency_key, request_id(request)
     )
     svc.metrics.decisions.labels(decision.action, str(status)).inc()
     return JSONResponse(body, status_code=status)

@@ -386,3 +386,32 @@ def test_http_answers_503_temporarily_unavailable_while_the_database_is_away(wor
         assert body["message"] and "Traceback" not in answer.text
     assert world.rt.executor.execute(who, token).status == "succeeded"  # the same process
     report(capsys, fault_line("http", 1, world.faults(), clean(world, who.tenant_id)))
+
+
+def test_http_opening_a_thread_and_a_message_answer_503_while_the_database_is_away(world):
+    """The requests that check their key in their first transaction say the database
+    is away, as those that look it up first do: retryable, no trace; a message too
+    before the thread locks' sessions were ever opened, and after they were."""
+    who = Identity(new_id("user"), new_id("tenant"))
+    headers = {"Authorization": "Bearer " + make_key(world.db, who.user_id, who.tenant_id)}
+    with TestClient(create_app(world.rt)) as client:
+        thread = client.post("/v1/threads", headers=headers).json()["thread_id"]
+        path = f"/v1/threads/{thread}"
+
+        def say() -> Any:
+            return client.post(path + "/messages", headers=headers, json={"content": "hello"})
+
+        world.proxy.down()
+        answers = [client.post("/v1/threads", headers=headers), say()]
+        world.proxy.up()
+        wait_until(lambda: client.get(path, headers=headers).status_code == 200, "HTTP again")
+        assert say().status_code == 200  # the thread locks' sessions are open now
+        world.proxy.down()
+        answers.append(say())
+        world.proxy.up()
+        wait_until(lambda: client.get(path, headers=headers).status_code == 200, "HTTP again")
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        body = answer.json()
+        assert body["code"] == "temporarily_unavailable" and body["retryable"] is True
+        assert body["message"] and "Traceback" not in answer.text

@@ -172,3 +172,48 @@ def test_a_read_that_fails_leaves_the_thread_free(store: HttpStore) -> None:
         store.lock_thread("th_failed", wait_s=0).release()
     with store.lock_pool.connection() as conn:
         assert conn.execute(HOLDS_SQL).fetchone()["locked"] is False  # type: ignore[index]
+
+
+LEASED_SQL = "SELECT expires_at > now() AS held FROM writegate.thread_leases WHERE thread_id = %s"
+
+
+def test_a_finish_reads_in_the_release_and_goes_elsewhere_while_the_lease_holds(
+    store: HttpStore,
+) -> None:
+    """`finish` reads on the lock's session inside the release's transaction, the
+    thread still held; when that session is gone, on another session, the lease still
+    held, and the statements it gives are committed; the lease is freed after."""
+    seen: list[tuple[int, bool, psycopg.pq.TransactionStatus]] = []
+
+    def finish(conn: psycopg.Connection) -> tuple[tuple[str, dict[str, object]], ...]:
+        pid = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]  # type: ignore[index]
+        held = conn.execute(LEASED_SQL, ("th_finish",)).fetchone()["held"]  # type: ignore[index]
+        seen.append((pid, held, conn.info.transaction_status))
+        return (("SELECT set_config('writegate.test', %(v)s, true)", {"v": "x"}),)
+
+    lock = store.lock_thread("th_finish", wait_s=0)
+    own = _holder(store)
+    assert lock.release(finish=finish) is True
+    assert seen == [(own, True, psycopg.pq.TransactionStatus.INTRANS)]
+
+    seen.clear()
+    lock = store.lock_thread("th_finish", wait_s=0)
+    own = _holder(store)
+    with psycopg.connect(store.url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (own,))
+    assert lock.release(finish=finish) is True
+    assert [(held, status) for _, held, status in seen] == [
+        (True, psycopg.pq.TransactionStatus.INTRANS)
+    ]
+    assert seen[0][0] != own  # made on another session, while the lease held the thread
+    store.lock_thread("th_finish", wait_s=0).release()  # and then it was let go
+
+
+def _holder(store: HttpStore) -> int:
+    """The backend of the session holding the (one) advisory lock."""
+    with psycopg.connect(store.url, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
