@@ -235,13 +235,19 @@ def _timed(path: _Path, client: bool) -> None:
     path.client_cpu.append(thread if client else 0.0)
 
 
+# Transactions of the pools' own upkeep, not of the path's work: a connection's
+# liveness check after it sat idle, and a new connection's timeline check.
+_UPKEEP = ("pool_check:", "timeline:")
+
+
 def _counts(tally: Tally) -> tuple[int, int, int]:
     """Commits (as the server counts them), statements, and the transactions of the
-    path's own work: its commits less those of connections opened and statements
-    prepared on them, which a pool growing mid-run adds."""
+    path's own work: its commits less the pools' upkeep (a connection opened, its
+    statements' first prepares, its checks), which a pool growing or idling mid-run
+    adds."""
     snap = tally.snapshot()
-    transactions = sum(snap["transactions"].values())
-    return tally.server_equivalent(), sum(snap["statements"].values()), transactions
+    work = sum(n for kind, n in snap["transactions"].items() if not kind.startswith(_UPKEEP))
+    return tally.server_equivalent(), sum(snap["statements"].values()), work
 
 
 def _wal(url: str, db_oid: int, start: str, end: str) -> tuple[int, int]:
