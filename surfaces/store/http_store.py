@@ -47,7 +47,7 @@ from writegate.checkpoints.ledger_sql import created_page
 from writegate.checkpoints.outage import outage_mapped
 from writegate.checkpoints.pool import Pool, open_pool
 from writegate.surfaces.store import http_sql as sql
-from writegate.surfaces.store.keys import Caller, identify
+from writegate.surfaces.store.keys import KeyHolder
 
 MAX_THREADS = 1_000  # one page of a user's threads, at most
 
@@ -125,11 +125,11 @@ class HttpStore:
 
     # -- threads ----------------------------------------------------------------------
 
-    def create_thread(self, caller: Caller) -> dict[str, Any]:
-        """A new thread of the caller's, its key checked in the same transaction."""
+    def create_thread(self, key: KeyHolder) -> dict[str, Any]:
+        """A new thread of the key's holder, the key checked in the same transaction."""
         thread_id = "th_" + secrets.token_urlsafe(12)
-        with self.pool.connection() as conn, conn.transaction():
-            identity = identify(caller, conn)
+        with self.transaction() as conn:
+            identity = key.identity(conn)
             params = (thread_id, identity.tenant_id, identity.user_id)
             row = conn.execute(sql.INSERT_THREAD_SQL, params).fetchone()
         assert row is not None
@@ -201,7 +201,7 @@ class HttpStore:
         *,
         wait_s: float,
         shared: bool = False,
-        owner: Caller | None = None,
+        owner: KeyHolder | None = None,
         read: Read | None = None,
     ) -> ThreadLock:
         """Take the thread's lock, waiting up to wait_s (0: don't wait); InProgress if the
@@ -209,8 +209,8 @@ class HttpStore:
         Exclusive, it comes with the thread's lease: InProgress too while a run whose
         lock session died still holds it. `shared` (with a wait): held beside other
         shared holders, never beside the one exclusive holder; for a request that only
-        reads the thread. `owner`: its key (if its identity is not known yet) and then
-        the thread are checked in the lock's own transaction, before any lock is taken:
+        reads the thread. `owner`: the caller's key, then the thread, are checked in the
+        lock's own transaction, before any lock is taken:
         Unauthorized for a key no longer valid, NotFound unless the thread is this
         user's; the lock's `owner` is then the identity. `read`: made on the lock's
         session once the lock (and lease) is granted, in the transaction that took it,
@@ -318,7 +318,7 @@ class ThreadLock:
         *,
         shared: bool = False,
         lease: Lease | None = None,
-        owner: Caller | None = None,
+        owner: KeyHolder | None = None,
         read: Read | None = None,
         spare: Pool,
     ) -> None:
@@ -354,7 +354,7 @@ class ThreadLock:
         conn: Connection[DictRow],
         thread_id: str,
         wait_s: float,
-        owner: Caller | None,
+        owner: KeyHolder | None,
         read: Read | None,
     ) -> None:
         # One transaction: the owner's key and thread, the wait's lock_timeout (it ends
@@ -364,7 +364,7 @@ class ThreadLock:
             with conn.transaction():
                 if owner is not None:
                     try:
-                        self.owner = identify(owner, conn)
+                        self.owner = owner.identity(conn)
                     except WritegateError:
                         self._held = False
                         raise

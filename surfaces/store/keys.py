@@ -96,7 +96,7 @@ def resolve_key(conn: Any, secret: str) -> tuple[str, Identity] | None:
 @dataclass(frozen=True)
 class KeyHolder:
     """A request's bearer key, not yet looked up: the request checks it on the session
-    of its first transaction (`identify`), so the check costs no commit of its own.
+    of its first transaction (`identity`), so the check costs no commit of its own.
     Revoked, it is refused from the next request on, as a key looked up alone is."""
 
     secret: str
@@ -108,13 +108,9 @@ class KeyHolder:
             raise Unauthorized("unknown or revoked API key")
         return found
 
-
-Caller = Identity | KeyHolder  # who a request acts as: known already, or by its key
-
-
-def identify(caller: Caller, conn: Any) -> Identity:
-    """The caller's identity, its key (if not known yet) checked on `conn`."""
-    return caller if isinstance(caller, Identity) else caller.principal(conn)[1]
+    def identity(self, conn: Any) -> Identity:
+        """Who the key acts as, checked on `conn`; Unauthorized as `principal`."""
+        return self.principal(conn)[1]
 
 
 def revoke_key(conn: Any, key_id: str) -> bool:

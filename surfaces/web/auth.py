@@ -1,11 +1,13 @@
 """Bearer API keys: every /v1 request says who it is with `Authorization: Bearer <key>`.
 
 The key is looked up by its hash; what it maps to (user, tenant, roles) is the only
-identity the graph ever sees. A missing, unknown or revoked key is a 401. The requests
-of an approved write (open a thread, post a message, decide) check the key on the
-session of their own first transaction (`CurrentKey`, `surfaces.store.keys.identify`);
-every other request looks it up first (`CurrentIdentity`). Either way it is looked up
-on every request, so a revoked key is refused from the next one on.
+identity the graph ever sees. A missing, unknown or revoked key is a 401. Opening a
+thread and posting a message check the key on the session of their own first
+transaction (`CurrentKey`, `surfaces.store.keys.KeyHolder`); every other request,
+a decision included, looks it up before its input is checked (`CurrentIdentity`), so
+that a refused key or a database that is away is said before a malformed body is.
+Either way it is looked up on every request, so a revoked key is refused from the
+next one on.
 """
 
 from __future__ import annotations

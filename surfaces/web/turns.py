@@ -18,7 +18,7 @@ from sse_starlette import ServerSentEvent
 from writegate.approval.errors import NotFound
 from writegate.approval.models import Identity
 from writegate.surfaces.store.http_store import NO_THREAD, ThreadLock
-from writegate.surfaces.store.keys import Caller
+from writegate.surfaces.store.keys import KeyHolder
 from writegate.surfaces.web.runner import Preparation
 from writegate.surfaces.web.schemas import ApprovalView
 from writegate.surfaces.web.services import Services
@@ -33,7 +33,7 @@ def require_thread(svc: Services, identity: Identity, thread_id: str) -> dict[st
 
 
 async def start_turn(
-    svc: Services, caller: Caller, thread_id: str, content: str, rid: str
+    svc: Services, key: KeyHolder, thread_id: str, content: str, rid: str
 ) -> AsyncIterator[ServerSentEvent]:
     """Take the thread, close what is left open on it, and start the turn; the events
     stream from the returned iterator. Unauthorized, NotFound, ApprovalPending,
@@ -41,10 +41,10 @@ async def start_turn(
 
     def take() -> tuple[ThreadLock, Identity, Preparation]:  # one hop to a worker thread
         wait_s = svc.settings.message_lock_wait_s
-        # The caller's key and thread are checked as the lock is taken, and the checkpoint
+        # The key and the thread are checked as the lock is taken, and the checkpoint
         # read once it is, all in the same transaction.
         read = svc.runner.reading({"configurable": {"thread_id": thread_id}})
-        lock = svc.store.lock_thread(thread_id, wait_s=wait_s, owner=caller, read=read)
+        lock = svc.store.lock_thread(thread_id, wait_s=wait_s, owner=key, read=read)
         try:
             identity = lock.owner
             assert identity is not None  # an owner was given: the lock says who it is
